@@ -1,0 +1,33 @@
+# PGXS build of the ratelimit extension: the shared library, install, and
+# `make installcheck` (pg_regress + isolation specs against a running server).
+# The C++ unit and client tests are built by CMakeLists.txt.
+
+EXTENSION = ratelimit
+MODULE_big = ratelimit
+OBJS = src/core/limiter.o \
+       src/pg/clock.o \
+       src/pg/config_json.o \
+       src/pg/errors.o \
+       src/pg/functions.o \
+       src/pg/storage.o
+DATA = $(wildcard sql/ratelimit--*.sql)
+
+REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--%,$(sort $(wildcard sql/*.sql))))
+REGRESS_OPTS = --inputdir=. --load-extension=ratelimit
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
+
+PG_CPPFLAGS = -Isrc/core
+PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
+SHLIB_LINK = -lstdc++
+
+# No LLVM bitcode: JIT inlining of this module buys nothing, and it would
+# need a clang matching the server's LLVM.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# PostgreSQL's headers are not -Wextra clean in C++; treat them as system headers.
+override CPPFLAGS := $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(CPPFLAGS))

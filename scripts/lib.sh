@@ -1,0 +1,70 @@
+# Shared helpers for scripts/*.sh: Debian packages and a throwaway cluster.
+# Source it; it defines functions only.
+
+PG_MAJOR=15
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
+                    cmake libgtest-dev pkg-config)
+
+# Installs the Debian packages the build and tests need, if any is missing.
+ensure_packages() {
+  local missing=()
+  for pkg in "${RATELIMIT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Builds the extension with PGXS and installs it into the server's directories.
+build_and_install_extension() {
+  echo "== building and installing the extension"
+  make -s -j2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo make -s install
+}
+
+# The OS user the throwaway cluster runs as (PostgreSQL refuses root).
+cluster_os_user() {
+  if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi
+}
+
+# Runs a command as the cluster's OS user.
+as_cluster_user() {
+  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# Starts a throwaway cluster in a temp dir, on a unix socket only, and
+# exports PGHOST/PGPORT/PGUSER/PGDATABASE for clients. Extra server settings
+# may be passed as arguments ("-c name=value" pairs).
+start_cluster() {
+  CLUSTER_DIR=$(mktemp -d /tmp/ratelimit-cluster.XXXXXX)
+  chmod 755 "$CLUSTER_DIR"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
+  as_cluster_user "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres --no-sync >/dev/null
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start \
+    -o "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >/dev/null
+  export PGHOST=$CLUSTER_DIR PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+  echo "== throwaway cluster running in $CLUSTER_DIR"
+}
+
+# Stops the throwaway cluster (if started) and removes its directory.
+stop_cluster() {
+  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$CLUSTER_DIR"
+  CLUSTER_DIR=""
+}
+
+# Fails if the server log shows a crashed backend.
+check_server_log_for_crashes() {
+  if grep -E "terminated by signal|server process .* was terminated|PANIC" "$CLUSTER_DIR/server.log"; then
+    echo "FAIL: the server log shows a crash" >&2
+    return 1
+  fi
+}

@@ -1,0 +1,63 @@
+// The clock: clock_timestamp(), or the frozen ratelimit.now for tests.
+#include "pg_adapter.h"
+
+extern "C" {
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+char* frozen_now_text = nullptr;  // the GUC's value; empty means the real clock
+
+// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
+constexpr Micros kPostgresEpochOffset =
+    Micros{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
+
+// Parses the GUC value at SET time so a bad timestamp fails there, not
+// later. Check hooks must not throw, so the parse error is caught here.
+bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
+  (void)extra;
+  (void)source;
+  if (*newval == nullptr || (*newval)[0] == '\0') return true;
+  MemoryContext caller = CurrentMemoryContext;
+  volatile bool valid = true;
+  PG_TRY();
+  {
+    Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(*newval), ObjectIdGetDatum(InvalidOid),
+                                       Int32GetDatum(-1));
+    valid = !TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(parsed));
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller);
+    FlushErrorState();
+    valid = false;
+  }
+  PG_END_TRY();
+  if (!valid) GUC_check_errdetail("ratelimit.now must be empty or a finite timestamptz.");
+  return valid;
+}
+
+}  // namespace
+
+void DefineClockGuc() {
+  DefineCustomStringVariable("ratelimit.now", "Freezes the rate limiter's clock (for tests).",
+                             "A timestamptz; empty means clock_timestamp().", &frozen_now_text, "", PGC_SUSET, 0,
+                             CheckFrozenNow, nullptr, nullptr);
+}
+
+Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }
+
+TimestampTz TimestamptzFromUnix(Micros micros) { return micros - kPostgresEpochOffset; }
+
+Micros ClockNow() {
+  if (frozen_now_text == nullptr || frozen_now_text[0] == '\0') return UnixFromTimestamptz(GetCurrentTimestamp());
+  Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(frozen_now_text),
+                                     ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+  return UnixFromTimestamptz(DatumGetTimestampTz(parsed));
+}
+
+}  // namespace ratelimit_pg

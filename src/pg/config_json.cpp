@@ -1,0 +1,179 @@
+// jsonb config -> LimitConfig. Only translation happens here: which fields
+// exist and what JSON types they take. Ranges and kind rules are checked by
+// the core (ratelimit::ValidateConfig).
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "pg_adapter.h"
+
+extern "C" {
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+constexpr char kValidFields[] = "Valid fields are kind, rate, period, capacity, maxReserved and start.";
+// Largest |microseconds| accepted from a number of milliseconds (about 146,000 years).
+constexpr double kMaxAbsMicros = 4.6e18;
+
+// Raises the 22023 error every config problem uses.
+[[noreturn]] void RaiseConfigError(const char* field, const char* problem, const char* detail) {
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                  errmsg("config field \"%s\" %s", field, problem), detail ? errdetail("%s", detail) : 0));
+  pg_unreachable();
+}
+
+// A jsonb string value as a NUL-terminated palloc'd C string.
+char* JsonbStringToCString(const JsonbValue& value) {
+  return pnstrdup(value.val.string.val, value.val.string.len);
+}
+
+// A jsonb number as a double (overflow gives +-inf, caught by validation).
+double JsonbNumberToDouble(const JsonbValue& value) {
+  char* digits = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(value.val.numeric)));
+  double result = std::strtod(digits, nullptr);
+  pfree(digits);
+  return result;
+}
+
+// Milliseconds (as in the source articles) to whole microseconds.
+Micros MillisToMicros(const char* field, double millis) {
+  double micros = std::round(millis * ratelimit::kMicrosPerMilli);
+  if (!std::isfinite(micros) || std::fabs(micros) > kMaxAbsMicros)
+    RaiseConfigError(field, "is out of range", "Milliseconds must be a finite number of reasonable size.");
+  return static_cast<Micros>(micros);
+}
+
+// Calls a type input function; a parse error is re-raised as 22023 naming the field.
+Datum ParseTypedString(const char* field, PGFunction input, const char* text, const char* expected) {
+  MemoryContext caller = CurrentMemoryContext;
+  ErrorData* volatile failure = nullptr;
+  volatile Datum result = 0;
+  PG_TRY();
+  {
+    result = DirectFunctionCall3(input, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller);
+    failure = CopyErrorData();
+    FlushErrorState();
+  }
+  PG_END_TRY();
+  if (failure != nullptr)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("config field \"%s\" must be %s", field, expected), errdetail("%s", failure->message)));
+  return result;
+}
+
+// An interval string as microseconds; months and years have no fixed length.
+Micros IntervalStringToMicros(const char* field, const JsonbValue& value) {
+  char* text = JsonbStringToCString(value);
+  Interval* interval = DatumGetIntervalP(ParseTypedString(field, interval_in, text, "a valid interval"));
+  if (interval->month != 0)
+    RaiseConfigError(field, "must not have month or year parts",
+                     "Months and years have no fixed length; use days, hours, minutes or seconds.");
+  Micros micros = 0;
+  if (__builtin_mul_overflow(static_cast<Micros>(interval->day), USECS_PER_DAY, &micros) ||
+      __builtin_add_overflow(micros, interval->time, &micros))
+    RaiseConfigError(field, "is out of range", nullptr);
+  return micros;
+}
+
+// A timestamptz string as Unix microseconds.
+Micros TimestampStringToMicros(const char* field, const JsonbValue& value) {
+  char* text = JsonbStringToCString(value);
+  TimestampTz ts = DatumGetTimestampTz(ParseTypedString(field, timestamptz_in, text, "a valid timestamptz"));
+  if (TIMESTAMP_NOT_FINITE(ts)) RaiseConfigError(field, "must be a finite timestamp", nullptr);
+  return UnixFromTimestamptz(ts);
+}
+
+// A number field (rate, capacity, maxReserved).
+double RequireNumber(const char* field, const JsonbValue& value) {
+  if (value.type != jbvNumeric) RaiseConfigError(field, "must be a number", nullptr);
+  return JsonbNumberToDouble(value);
+}
+
+// A duration field: milliseconds as a number, or an interval string.
+Micros RequireDuration(const char* field, const JsonbValue& value) {
+  if (value.type == jbvNumeric) return MillisToMicros(field, JsonbNumberToDouble(value));
+  if (value.type == jbvString) return IntervalStringToMicros(field, value);
+  RaiseConfigError(field, "must be a number of milliseconds or an interval string", nullptr);
+}
+
+// An instant field: milliseconds since the Unix epoch, or a timestamptz string.
+Micros RequireInstant(const char* field, const JsonbValue& value) {
+  if (value.type == jbvNumeric) return MillisToMicros(field, JsonbNumberToDouble(value));
+  if (value.type == jbvString) return TimestampStringToMicros(field, value);
+  RaiseConfigError(field, "must be a number of milliseconds since 1970 or a timestamptz string", nullptr);
+}
+
+// The kind field: one of the three algorithm names.
+ratelimit::Kind RequireKind(const JsonbValue& value) {
+  if (value.type != jbvString) RaiseConfigError("kind", "must be a string", nullptr);
+  ratelimit::Kind kind;
+  if (ratelimit::ParseKind(value.val.string.val, value.val.string.len, &kind)) return kind;
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                  errmsg("unknown rate limit kind \"%.*s\"", value.val.string.len, value.val.string.val),
+                  errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
+  pg_unreachable();
+}
+
+bool KeyIs(const JsonbValue& key, const char* name) {
+  return static_cast<size_t>(key.val.string.len) == std::strlen(name) &&
+         std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
+}
+
+// Stores one field into the config; JSON null means the field is absent.
+void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* config) {
+  bool present = value.type != jbvNull;
+  if (KeyIs(key, "kind")) {
+    config->has_kind = present;
+    if (present) config->kind = RequireKind(value);
+  } else if (KeyIs(key, "rate")) {
+    config->has_rate = present;
+    if (present) config->rate = RequireNumber("rate", value);
+  } else if (KeyIs(key, "period")) {
+    config->has_period = present;
+    if (present) config->period = RequireDuration("period", value);
+  } else if (KeyIs(key, "capacity")) {
+    config->has_capacity = present;
+    if (present) config->capacity = RequireNumber("capacity", value);
+  } else if (KeyIs(key, "maxReserved")) {
+    config->has_max_reserved = present;
+    if (present) config->max_reserved = RequireNumber("maxReserved", value);
+  } else if (KeyIs(key, "start")) {
+    config->has_start = present;
+    if (present) config->start = RequireInstant("start", value);
+  } else {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("unknown config field \"%.*s\"", key.val.string.len, key.val.string.val),
+                    errdetail("%s", kValidFields)));
+  }
+}
+
+}  // namespace
+
+void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
+  *out = LimitConfig{};
+  if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("config must be a JSON object"),
+                    errdetail("For example {\"kind\": \"token bucket\", \"rate\": 10, \"period\": 60000}.")));
+  JsonbIterator* it = JsonbIteratorInit(&config->root);
+  JsonbValue key;
+  JsonbValue value;
+  JsonbIteratorToken token;
+  while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE) {
+    if (token != WJB_KEY) continue;
+    token = JsonbIteratorNext(&it, &value, true);
+    ApplyField(key, value, out);
+  }
+  RaiseIfInvalid(ratelimit::ValidateConfig(*out));
+}
+
+}  // namespace ratelimit_pg
