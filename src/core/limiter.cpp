@@ -285,7 +285,7 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
   if (!config.has_period)
     return Invalid("Milliseconds as a number, or an interval as a string.", "config field \"period\" is required");
   if (!FiniteAtLeast(config.rate, 0, false))
-    return Invalid("Rate must be a finite number greater than zero.", "config field \"rate\" must be greater than zero");
+    return Invalid("Rate must be a finite number greater than zero.", "config field \"rate\" must be a finite number greater than zero");
   if (config.period <= 0 || config.period > kHorizonMicros)
     return Invalid("Period must be at least one microsecond and at most 100 years.",
                    "config field \"period\" is out of range");

@@ -17,7 +17,7 @@ namespace {
 void AppendJsonKey(StringInfo buf, const char* name, bool first) {
   if (!first) appendStringInfoString(buf, ", ");
   escape_json(buf, name);
-  appendStringInfoChar(buf, ':');
+  appendStringInfoString(buf, ": ");
 }
 
 // Appends a text value (or null) as a JSON string.

@@ -1,0 +1,58 @@
+-- Limits commit and roll back with the caller's transaction.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+\set cfg '''{"kind": "token bucket", "rate": 5, "period": 60000}'''
+
+-- Rolled back: the tokens come back.
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'a', :cfg, 3);
+ROLLBACK;
+SELECT value FROM ratelimit_value('tx', 'a', :cfg);
+SELECT count(*) FROM ratelimit_state WHERE name = 'tx';
+
+-- Committed: they stay consumed.
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'a', :cfg, 3);
+COMMIT;
+SELECT value FROM ratelimit_value('tx', 'a', :cfg);
+
+-- Several calls in one transaction see each other; a rollback undoes all.
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'a', :cfg, 1);
+SELECT ok, remaining FROM ratelimit_limit('tx', 'a', :cfg, 1);
+SELECT ok, remaining FROM ratelimit_limit('tx', 'a', :cfg, 1);
+ROLLBACK;
+SELECT value FROM ratelimit_value('tx', 'a', :cfg);
+
+-- A savepoint rolled back returns only what was consumed after it.
+BEGIN;
+SELECT ok FROM ratelimit_limit('tx', 'b', :cfg, 1);
+SAVEPOINT s;
+SELECT ok FROM ratelimit_limit('tx', 'b', :cfg, 2);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT value FROM ratelimit_value('tx', 'b', :cfg);
+
+-- throws => true aborts the transaction: a limit consumed earlier in it is
+-- rolled back too (the article's "several limits" answer).
+SELECT ok FROM ratelimit_limit('tx', 'scarce', :cfg, 5);
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'plenty', :cfg, 2);
+SELECT ok FROM ratelimit_limit('tx', 'scarce', :cfg, 1, throws => true);
+ROLLBACK;
+SELECT value FROM ratelimit_value('tx', 'plenty', :cfg);
+
+-- reset is transactional too.
+BEGIN;
+SELECT ratelimit_reset('tx', 'a');
+SELECT value FROM ratelimit_value('tx', 'a', :cfg);
+ROLLBACK;
+SELECT value FROM ratelimit_value('tx', 'a', :cfg);
+
+-- So are definitions.
+BEGIN;
+SELECT ratelimit_define('tx-named', :cfg);
+SELECT ok, remaining FROM ratelimit_limit('tx-named');
+ROLLBACK;
+SELECT count(*) FROM ratelimit_definition WHERE name = 'tx-named';
+RESET ratelimit.now;
