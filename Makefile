@@ -5,6 +5,7 @@
 EXTENSION = ratelimit
 MODULE_big = ratelimit
 OBJS = src/core/limiter.o \
+       src/core/shards.o \
        src/pg/clock.o \
        src/pg/config_json.o \
        src/pg/errors.o \
@@ -31,3 +32,6 @@ include $(PGXS)
 
 # PostgreSQL's headers are not -Wextra clean in C++; treat them as system headers.
 override CPPFLAGS := $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(CPPFLAGS))
+
+# PGXS does not track header dependencies: rebuild every object when a header changes.
+$(OBJS): $(wildcard src/core/*.h src/pg/*.h)

@@ -1,5 +1,7 @@
 // The rate-limit maths: token bucket, fixed window, approximated sliding window.
 #include "limiter.h"
+#include "primitives.h"
+#include "shards.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +11,17 @@
 #include <limits>
 
 namespace ratelimit {
+
+using detail::FirstWhere;
+using detail::GiveBack;
+using detail::Fits;
+using detail::SearchLimit;
+using detail::Seconds;
+using detail::TakeFrom;
+using detail::View;
+using detail::ViewAt;
+using detail::WhenAvailable;
+
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
@@ -40,180 +53,54 @@ Micros WindowStartFor(Micros now, Micros origin, Micros period) {
   return origin + FloorDiv(now - origin, period) * period;
 }
 
-// The smallest t in [lo, hi] with pred(t) true, for pred monotone (false
-// then true). Returns hi when pred(hi) is false too: the answer is clamped.
-// Binary search keeps every answer exact to the microsecond (or window).
-template <typename Pred>
-Micros FirstWhere(Micros lo, Micros hi, Pred pred) {
-  if (pred(lo)) return lo;
-  while (hi - lo > 1) {
-    Micros mid = lo + (hi - lo) / 2;
-    if (pred(mid)) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  return hi;
-}
-
-// The latest moment any search may return, keeping timestamps finite.
-Micros SearchLimit(Micros from) { return from + 3 * kHorizonMicros; }
-
-double Seconds(Micros micros) { return static_cast<double>(micros) / kMicrosPerSecond; }
-
-// ---- token bucket -------------------------------------------------------
-
-// Tokens after `elapsed` microseconds of refill from `value`, capped.
+// Token bucket: tokens after `elapsed` microseconds of refill from `value`, capped.
 double RefillTokens(const LimitConfig& config, double value, Micros elapsed) {
   double refill = static_cast<double>(elapsed) * config.rate / static_cast<double>(config.period);
   return std::min(value + refill, Capacity(config));
 }
 
-// The first moment from `from` at which a bucket stored as `base` holds
-// >= target tokens. Searching from the stored state repeats the exact
-// arithmetic a later call will do, so that call is granted at that moment.
-Micros TokenBucketTimeFor(const LimitConfig& config, const LimitState& base, Micros from, double target) {
-  return FirstWhere(from, SearchLimit(from), [&](Micros t) {
-    return RefillTokens(config, base.value, t - base.ts) >= target;
-  });
-}
-
-Decision DecideTokenBucket(const LimitConfig& config, const LimitState& state, Micros now,
-                           const Request& request) {
-  Micros eff = state.exists ? std::max(now, state.ts) : now;
-  LimitState base = state.exists ? state : LimitState{true, Capacity(config), eff, 0};
-  double avail = RefillTokens(config, base.value, eff - base.ts);
-  double after = avail - request.count;
-  Decision d;
-  d.ok = after >= 0 || (request.reserve && -after <= MaxDeficit(config));
-  if (d.ok) {
-    d.next = LimitState{true, after, eff, 0};
-    base = d.next;
-    d.remaining = after;
-    d.has_retry = after < 0;
-    if (d.has_retry) d.retry_at = TokenBucketTimeFor(config, base, eff, 0);
-  } else {
-    double need = request.reserve ? request.count - MaxDeficit(config) : request.count;
-    d.remaining = avail;
-    d.has_retry = true;
-    d.retry_at = TokenBucketTimeFor(config, base, eff, need);
-  }
-  Micros full_at = TokenBucketTimeFor(config, base, eff, Capacity(config));
-  d.reset_after = Seconds(std::max<Micros>(0, full_at - now));
-  return d;
-}
-
-// ---- fixed window -------------------------------------------------------
-
-// The state rolled forward to the window containing `eff`.
-struct WindowView {
-  Micros start;  // start of the current window
-  double value;  // fixed: tokens now; sliding: current-window count
-  double prev;   // sliding: previous-window count
-};
-
-// Rolls a window state forward to the window containing `now`.
-WindowView RollWindow(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
-                      Micros* eff) {
-  if (!state.exists) {
-    *eff = now;
-    double initial = config.kind == Kind::kFixedWindow ? Capacity(config) : 0;
-    return WindowView{WindowStartFor(now, origin, config.period), initial, 0};
-  }
-  *eff = std::max(now, state.ts);
-  Micros windows = (*eff - state.ts) / config.period;
-  Micros start = state.ts + windows * config.period;
-  if (config.kind == Kind::kFixedWindow) {
-    double value = std::min(state.value + config.rate * static_cast<double>(windows), Capacity(config));
-    return WindowView{start, value, 0};
-  }
-  if (windows == 0) return WindowView{start, state.value, state.prev};
-  if (windows == 1) return WindowView{start, 0, state.value};
-  return WindowView{start, 0, 0};
-}
-
-// Tokens a fixed window stored as `base` holds `windows` windows later.
+// Fixed window: tokens a window stored as `base` holds `windows` windows later.
 double FixedWindowTokens(const LimitConfig& config, const LimitState& base, Micros windows) {
   return std::min(base.value + config.rate * static_cast<double>(windows), Capacity(config));
 }
 
-// The start of the first window, from the one at `start`, in which a window
-// stored as `base` holds >= target tokens (the same arithmetic a later call does).
-Micros FixedWindowTimeFor(const LimitConfig& config, const LimitState& base, Micros start, double target) {
-  Micros skipped = (start - base.ts) / config.period;
-  Micros max_windows = skipped + SearchLimit(0) / config.period;
-  Micros windows = FirstWhere(skipped, max_windows, [&](Micros w) {
-    return FixedWindowTokens(config, base, w) >= target;
-  });
-  return base.ts + windows * config.period;
-}
-
-Decision DecideFixedWindow(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
-                           const Request& request) {
-  Micros eff = 0;
-  WindowView view = RollWindow(config, state, now, origin, &eff);
-  LimitState base = state.exists ? state : LimitState{true, view.value, view.start, 0};
-  double after = view.value - request.count;
-  Decision d;
-  d.ok = after >= 0 || (request.reserve && -after <= MaxDeficit(config));
-  if (d.ok) {
-    d.next = LimitState{true, after, view.start, 0};
-    base = d.next;
-    d.remaining = after;
-    d.has_retry = after < 0;
-    if (d.has_retry) d.retry_at = FixedWindowTimeFor(config, base, view.start, 0);
-  } else {
-    double need = request.reserve ? request.count - MaxDeficit(config) : request.count;
-    d.remaining = view.value;
-    d.has_retry = true;
-    d.retry_at = FixedWindowTimeFor(config, base, view.start, need);
-  }
-  Micros full_at = FixedWindowTimeFor(config, base, view.start, Capacity(config));
-  d.reset_after = Seconds(std::max<Micros>(0, full_at - now));
-  return d;
-}
-
-// ---- sliding window -----------------------------------------------------
-
-// The approximated count in the sliding window ending at `t` (t >= start):
-// floor(previous * weight) + current, the windows shifted as time passes.
-double SlidingUsedAt(const LimitConfig& config, const WindowView& view, Micros t) {
-  Micros windows = (t - view.start) / config.period;
-  double current = windows == 0 ? view.value : 0;
-  double previous = windows == 0 ? view.prev : (windows == 1 ? view.value : 0);
-  Micros into = (t - view.start) - windows * config.period;
+// Sliding window: floor(previous * weight) + current for the sliding window
+// ending at `t`, the stored windows shifted forward as time passes.
+double SlidingUsed(const LimitConfig& config, const LimitState& base, Micros t) {
+  Micros windows = (t - base.ts) / config.period;
+  double current = windows == 0 ? base.value : 0;
+  double previous = windows == 0 ? base.prev : (windows == 1 ? base.value : 0);
+  Micros into = (t - base.ts) - windows * config.period;
   double weight = static_cast<double>(config.period - into) / static_cast<double>(config.period);
   return std::floor(previous * weight) + current;
 }
 
-// The first moment from `eff` at which `count` more fits under the rate.
-Micros SlidingTimeFor(const LimitConfig& config, const WindowView& view, Micros eff, double count) {
-  Micros hi = view.start + 2 * config.period;  // both windows have slid out by then
-  return FirstWhere(eff, std::max(eff, hi), [&](Micros t) {
-    return SlidingUsedAt(config, view, t) + count <= config.rate;
-  });
+// The state a never-used row starts in, at clock `now`.
+LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) {
+  switch (config.kind) {
+    case Kind::kTokenBucket:
+      return LimitState{true, Capacity(config), now, 0};
+    case Kind::kFixedWindow:
+      return LimitState{true, Capacity(config), WindowStartFor(now, origin, config.period), 0};
+    case Kind::kSlidingWindow:
+      break;
+  }
+  return LimitState{true, 0, WindowStartFor(now, origin, config.period), 0};
 }
 
-Decision DecideSlidingWindow(const LimitConfig& config, const LimitState& state, Micros now,
-                             Micros origin, const Request& request) {
-  Micros eff = 0;
-  WindowView view = RollWindow(config, state, now, origin, &eff);
-  double used = SlidingUsedAt(config, view, eff);
-  Decision d;
-  d.ok = used + request.count <= config.rate;
-  if (d.ok) {
-    d.next = LimitState{true, view.value + request.count, view.start, view.prev};
-    d.remaining = config.rate - used - request.count;
-    view.value += request.count;
-  } else {
-    d.remaining = std::max(0.0, config.rate - used);
-    d.has_retry = true;
-    d.retry_at = SlidingTimeFor(config, view, eff, request.count);
+// Fills the window fields of a view: the current window and, for sliding
+// windows, the counts shifted into it.
+void RollWindows(const LimitConfig& config, View* v) {
+  Micros windows = (v->eff - v->base.ts) / config.period;
+  v->window_start = v->base.ts + windows * config.period;
+  if (config.kind == Kind::kFixedWindow) {
+    v->avail = FixedWindowTokens(config, v->base, windows);
+    return;
   }
-  Micros full_at = SlidingTimeFor(config, view, eff, config.rate);
-  d.reset_after = Seconds(std::max<Micros>(0, full_at - now));
-  return d;
+  v->current = windows == 0 ? v->base.value : 0;
+  v->previous = windows == 0 ? v->base.prev : (windows == 1 ? v->base.value : 0);
+  v->used = SlidingUsed(config, v->base, v->eff);
+  v->avail = std::max(0.0, config.rate - v->used);
 }
 
 // Checks a field that must be a finite number with value > floor (or >=).
@@ -295,6 +182,12 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
     return Invalid("Capacity must be a finite number >= 0.", "config field \"capacity\" must not be negative");
   if (config.has_max_reserved && !FiniteAtLeast(config.max_reserved, 0, true))
     return Invalid("maxReserved must be a finite number >= 0.", "config field \"maxReserved\" must not be negative");
+  if (config.has_shards && (config.shards < 1 || config.shards > kMaxShards))
+    return Invalid("A limit is spread over 1 to 1024 rows.", "config field \"shards\" must be between 1 and %d",
+                   kMaxShards);
+  if (config.has_jitter && !config.jitter_is_period && (config.jitter <= 0 || config.jitter > kHorizonMicros))
+    return Invalid("Use true for up to one period, or a positive duration.",
+                   "config field \"jitter\" must be a positive duration");
   Status status = CheckFieldsApply(config);
   if (!status.ok()) return status;
   return CheckRefillHorizon(config);
@@ -306,12 +199,18 @@ Status ValidateRequest(const LimitConfig& config, const Request& request) noexce
   if (request.reserve && config.kind == Kind::kSlidingWindow)
     return Invalid("Only token bucket and fixed window limits can reserve.",
                    "reserve does not apply to kind \"sliding window\"");
-  double most = Capacity(config) + (request.reserve ? MaxDeficit(config) : 0);
+  double most = MostGrantable(config, request.reserve);
   if (request.count > most)
     return Invalid(request.reserve ? "The count exceeds capacity plus maxReserved, so it can never be granted."
                                    : "The count exceeds the limit's capacity, so it can never be granted.",
                    "count %g can never succeed: at most %g fits", request.count, most);
   return Status{};
+}
+
+double MostGrantable(const LimitConfig& config, bool reserve) noexcept {
+  if (config.shards <= 1) return Capacity(config) + (reserve ? MaxDeficit(config) : 0);
+  LimitConfig shard = ShardConfig(config);
+  return 2 * (Capacity(shard) + (reserve ? MaxDeficit(shard) : 0));
 }
 
 double Capacity(const LimitConfig& config) noexcept {
@@ -352,34 +251,119 @@ Micros WindowOrigin(const LimitConfig& config, const char* name, std::size_t nam
   return static_cast<Micros>(hash % static_cast<std::uint64_t>(config.period));
 }
 
-Decision Decide(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
-                const Request& request) noexcept {
-  Decision d;
+namespace detail {
+
+View ViewAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept {
+  View v;
+  v.base = state.exists ? state : InitialState(config, now, origin);
+  v.eff = std::max(now, v.base.ts);
+  if (config.kind == Kind::kTokenBucket) {
+    v.avail = RefillTokens(config, v.base.value, v.eff - v.base.ts);
+    v.window_start = v.eff;
+    return v;
+  }
+  RollWindows(config, &v);
+  return v;
+}
+
+bool Fits(const LimitConfig& config, const View& view, double count) noexcept {
+  if (config.kind == Kind::kSlidingWindow) return view.used + count <= config.rate;
+  return view.avail - count >= 0;
+}
+
+LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept {
   switch (config.kind) {
     case Kind::kTokenBucket:
-      d = DecideTokenBucket(config, state, now, request);
-      break;
+      return LimitState{true, view.avail - take, view.eff, 0};
     case Kind::kFixedWindow:
-      d = DecideFixedWindow(config, state, now, origin, request);
-      break;
+      return LimitState{true, view.avail - take, view.window_start, 0};
     case Kind::kSlidingWindow:
-      d = DecideSlidingWindow(config, state, now, origin, request);
       break;
   }
+  return LimitState{true, view.current + take, view.window_start, view.previous};
+}
+
+LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept {
+  if (config.kind == Kind::kSlidingWindow)
+    return LimitState{true, std::max(0.0, view.current - amount), view.window_start, view.previous};
+  double value = std::max(view.avail, std::min(view.avail + amount, Capacity(config)));
+  Micros ts = config.kind == Kind::kTokenBucket ? view.eff : view.window_start;
+  return LimitState{true, value, ts, 0};
+}
+
+Micros WhenAvailable(const LimitConfig& config, const View& view, double target) noexcept {
+  const LimitState& base = view.base;
+  if (config.kind == Kind::kTokenBucket) {
+    return FirstWhere(view.eff, SearchLimit(view.eff), [&](Micros t) {
+      return RefillTokens(config, base.value, t - base.ts) >= target;
+    });
+  }
+  if (config.kind == Kind::kFixedWindow) {
+    Micros first = (view.window_start - base.ts) / config.period;
+    Micros windows = FirstWhere(first, first + SearchLimit(0) / config.period, [&](Micros w) {
+      return FixedWindowTokens(config, base, w) >= target;
+    });
+    return std::max(view.eff, base.ts + windows * config.period);
+  }
+  Micros slid_out = view.window_start + 2 * config.period;  // both windows are empty by then
+  return FirstWhere(view.eff, std::max(view.eff, slid_out), [&](Micros t) {
+    return SlidingUsed(config, base, t) + target <= config.rate;
+  });
+}
+
+}  // namespace detail
+
+Decision Decide(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                const Request& request) noexcept {
+  View v = ViewAt(config, state, now, origin);
+  bool fits = Fits(config, v, request.count);
+  double after = v.avail - request.count;
+  Decision d;
+  d.ok = fits || (request.reserve && -after <= MaxDeficit(config));
+  if (d.ok) {
+    d.next = TakeFrom(config, v, request.count);
+    d.remaining = after;
+    View stored = ViewAt(config, d.next, v.eff, origin);
+    d.has_retry = !fits;
+    if (d.has_retry) d.retry_at = WhenAvailable(config, stored, 0);
+    d.full_at = WhenAvailable(config, stored, Capacity(config));
+  } else {
+    double need = request.reserve ? request.count - MaxDeficit(config) : request.count;
+    d.remaining = v.avail;
+    d.has_retry = true;
+    d.retry_at = WhenAvailable(config, v, need);
+    d.full_at = WhenAvailable(config, v, Capacity(config));
+  }
   if (d.has_retry) d.retry_after = Seconds(d.retry_at - now);
+  d.reset_after = Seconds(std::max<Micros>(0, d.full_at - now));
   return d;
 }
 
 Reading ValueAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept {
-  if (config.kind == Kind::kTokenBucket) {
-    if (!state.exists) return Reading{Capacity(config), now};
-    Micros eff = std::max(now, state.ts);
-    return Reading{RefillTokens(config, state.value, eff - state.ts), eff};
-  }
-  Micros eff = 0;
-  WindowView view = RollWindow(config, state, now, origin, &eff);
-  if (config.kind == Kind::kFixedWindow) return Reading{view.value, view.start};
-  return Reading{std::max(0.0, config.rate - SlidingUsedAt(config, view, eff)), view.start};
+  View v = ViewAt(config, state, now, origin);
+  return Reading{v.avail, v.window_start};
+}
+
+Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                double count) noexcept {
+  View v = ViewAt(config, state, now, origin);
+  Decision d;
+  d.ok = true;
+  d.next = GiveBack(config, v, count);
+  View stored = ViewAt(config, d.next, v.eff, origin);
+  d.remaining = stored.avail;
+  d.full_at = WhenAvailable(config, stored, Capacity(config));
+  d.reset_after = Seconds(std::max<Micros>(0, d.full_at - now));
+  return d;
+}
+
+Decision ApplyJitter(const LimitConfig& config, const Decision& decision, Micros now, double unit) noexcept {
+  if (!config.has_jitter || decision.ok || !decision.has_retry) return decision;
+  Micros span = config.jitter_is_period ? config.period : config.jitter;
+  Decision d = decision;
+  d.retry_at += static_cast<Micros>(std::floor(unit * static_cast<double>(span)));
+  d.retry_after = Seconds(d.retry_at - now);
+  return d;
 }
 
 }  // namespace ratelimit

@@ -36,7 +36,14 @@ struct LimitConfig {
   double max_reserved = 0;
   bool has_start = false;
   Micros start = 0;
+  bool has_shards = false;
+  int shards = 1;  // 1..kMaxShards rows share the limit
+  bool has_jitter = false;
+  bool jitter_is_period = false;  // "jitter": true: up to one period
+  Micros jitter = 0;              // else the most random delay added to a refusal's retry time
 };
+
+constexpr int kMaxShards = 1024;
 
 // The stored state of one limit row. For the window kinds ts is the start of
 // the window the row was last written in; prev is the sliding window's
@@ -63,6 +70,7 @@ struct Decision {
   double retry_after = 0;  // seconds; > 0 whenever has_retry
   double remaining = 0;    // ok: after this call (negative when reserved); refused: now
   double reset_after = 0;  // seconds until the limit is full again, >= 0
+  Micros full_at = 0;      // when the stored state is the same as no row at all
 };
 
 // What ratelimit_value reports: the tokens available at `ts`.
@@ -93,6 +101,10 @@ Status ValidateConfig(const LimitConfig& config) noexcept;
 // allowed for the kind, and count able to succeed at all.
 Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept;
 
+// The largest count one call can ever be granted (capacity, plus
+// maxReserved when reserving); for a sharded limit, what two shards hold.
+double MostGrantable(const LimitConfig& config, bool reserve) noexcept;
+
 // The bucket size: capacity when given, else rate.
 double Capacity(const LimitConfig& config) noexcept;
 
@@ -118,5 +130,15 @@ Decision Decide(const LimitConfig& config, const LimitState& state, Micros now,
 // The tokens available at clock `now`, without consuming.
 Reading ValueAt(const LimitConfig& config, const LimitState& state, Micros now,
                 Micros origin) noexcept;
+
+// Gives `count` tokens back: capped at capacity, never below the current
+// value. ok is always true; next is the state to store.
+Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                double count) noexcept;
+
+// Adds a random delay in [0, jitter) to a refused decision's retry time;
+// `unit` is a uniform random number in [0, 1). Grants and reservations are
+// returned unchanged: their times are exact.
+Decision ApplyJitter(const LimitConfig& config, const Decision& decision, Micros now, double unit) noexcept;
 
 }  // namespace ratelimit

@@ -1,0 +1,226 @@
+// Sharded limits: the power of two choices over shard rows, balanced takes,
+// totals, and refunds that fill the emptiest shards first.
+#include "shards.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "primitives.h"
+
+namespace ratelimit {
+
+using detail::FirstWhere;
+using detail::Fits;
+using detail::GiveBack;
+using detail::SearchLimit;
+using detail::Seconds;
+using detail::TakeFrom;
+using detail::View;
+using detail::ViewAt;
+using detail::WhenAvailable;
+
+namespace {
+
+// How many tokens to take from each of one or two shards.
+struct TakePlan {
+  bool ok = false;
+  bool fits = false;  // no deficit is left behind
+  double take[2] = {0, 0};
+  bool chosen[2] = {false, false};
+};
+
+// Takes everything from shard i.
+TakePlan Single(int i, double count, bool fits) {
+  TakePlan plan;
+  plan.ok = true;
+  plan.fits = fits;
+  plan.take[i] = count;
+  plan.chosen[i] = true;
+  return plan;
+}
+
+// Takes from both shards so they end at the same level.
+TakePlan Balanced(const View* views, int hi, int lo, double count, bool fits) {
+  double level = (views[hi].avail + views[lo].avail - count) / 2;
+  TakePlan plan;
+  plan.ok = true;
+  plan.fits = fits;
+  plan.take[lo] = std::max(0.0, views[lo].avail - level);
+  plan.take[hi] = count - plan.take[lo];
+  plan.chosen[0] = plan.chosen[1] = true;
+  return plan;
+}
+
+// The power of two choices: the shard with more tokens if it has enough;
+// else both together, balanced; else (reserving) the deficit spread so the
+// shards end level, within each shard's maxReserved.
+TakePlan PlanTakes(const LimitConfig& config, const View* views, int count, const Request& request) {
+  int hi = (count == 2 && views[1].avail > views[0].avail) ? 1 : 0;
+  int lo = 1 - hi;
+  double c = request.count;
+  if (Fits(config, views[hi], c)) return Single(hi, c, true);
+  if (count == 2 && views[hi].avail + views[lo].avail - c >= 0) return Balanced(views, hi, lo, c, true);
+  if (!request.reserve) return TakePlan{};
+  double deficit = MaxDeficit(config);
+  if (count == 1 || views[hi].avail - c >= views[lo].avail) {
+    if (views[hi].avail - c >= -deficit) return Single(hi, c, false);
+    return TakePlan{};
+  }
+  if ((views[hi].avail + views[lo].avail - c) / 2 >= -deficit) return Balanced(views, hi, lo, c, false);
+  return TakePlan{};
+}
+
+// Views of every input at `now`.
+void ViewsAt(const LimitConfig& config, const ShardInput* inputs, int count, Micros now, Micros origin,
+             View* views) {
+  for (int i = 0; i < count; ++i) views[i] = ViewAt(config, inputs[i].state, now, origin);
+}
+
+// The first moment from `from` at which the shards could grant the request.
+Micros WhenGrantable(const LimitConfig& config, const View* views, int count, Micros from, Micros origin,
+                     const Request& request) {
+  return FirstWhere(from, SearchLimit(from), [&](Micros t) {
+    View later[2];
+    for (int i = 0; i < count; ++i) later[i] = ViewAt(config, views[i].base, t, origin);
+    return PlanTakes(config, later, count, request).ok;
+  });
+}
+
+Micros LatestEff(const View* views, int count) {
+  Micros eff = views[0].eff;
+  for (int i = 1; i < count; ++i) eff = std::max(eff, views[i].eff);
+  return eff;
+}
+
+// Applies a granted plan: the writes, the estimated remaining total, and
+// when the reserved work may run.
+void ApplyPlan(const LimitConfig& config, const View* views, const TakePlan& plan, Micros origin,
+               int total_shards, ShardDecision* out) {
+  double left = 0;
+  for (int i = 0; i < out->count; ++i) {
+    View stored = views[i];
+    if (plan.chosen[i]) {
+      ShardWrite& write = out->writes[i];
+      write.write = true;
+      write.next = TakeFrom(config, views[i], plan.take[i]);
+      stored = ViewAt(config, write.next, views[i].eff, origin);
+      write.full_at = WhenAvailable(config, stored, Capacity(config));
+      if (!plan.fits) out->summary.retry_at = std::max(out->summary.retry_at, WhenAvailable(config, stored, 0));
+    }
+    left += plan.chosen[i] ? views[i].avail - plan.take[i] : views[i].avail;
+    out->summary.full_at = std::max(out->summary.full_at, WhenAvailable(config, stored, Capacity(config)));
+  }
+  out->summary.ok = true;
+  out->summary.has_retry = !plan.fits;
+  out->summary.remaining = left * total_shards / out->count;
+}
+
+// Water-filling: the level L such that raising every shard below L up to L
+// (never above capacity) spends `amount`. Sorts `values` in place.
+double WaterLevel(double* values, int count, double capacity, double amount) {
+  if (count <= 0) return capacity;
+  std::sort(values, values + count);
+  double level = values[0];
+  double left = amount;
+  int below = 1;
+  while (level < capacity) {
+    while (below < count && values[below] <= level) ++below;
+    double next = below < count ? std::min(values[below], capacity) : capacity;
+    double need = (next - level) * below;
+    if (need >= left) return level + left / below;
+    left -= need;
+    level = next;
+  }
+  return capacity;
+}
+
+}  // namespace
+
+LimitConfig ShardConfig(const LimitConfig& config) noexcept {
+  LimitConfig shard = config;
+  double n = static_cast<double>(config.shards);
+  shard.shards = 1;
+  shard.rate = config.rate / n;
+  if (config.kind != Kind::kSlidingWindow) {
+    shard.has_capacity = true;
+    shard.capacity = Capacity(config) / n;
+  }
+  if (config.has_max_reserved) shard.max_reserved = config.max_reserved / n;
+  return shard;
+}
+
+void PickCandidates(int shards, double unit1, double unit2, int out[2]) noexcept {
+  if (shards <= 1) {
+    out[0] = out[1] = 0;
+    return;
+  }
+  int a = std::min(shards - 1, static_cast<int>(unit1 * shards));
+  int b = std::min(shards - 2, static_cast<int>(unit2 * (shards - 1)));
+  if (b >= a) ++b;
+  out[0] = std::min(a, b);
+  out[1] = std::max(a, b);
+}
+
+ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
+                           Micros origin, const Request& request, int total_shards) noexcept {
+  View views[2];
+  ViewsAt(shard_config, inputs, count, now, origin, views);
+  ShardDecision out;
+  out.count = count;
+  TakePlan plan = PlanTakes(shard_config, views, count, request);
+  if (plan.ok) {
+    ApplyPlan(shard_config, views, plan, origin, total_shards, &out);
+  } else {
+    double avail = 0;
+    for (int i = 0; i < count; ++i) {
+      avail += views[i].avail;
+      out.summary.full_at = std::max(out.summary.full_at, WhenAvailable(shard_config, views[i], Capacity(shard_config)));
+    }
+    out.summary.remaining = avail * total_shards / count;
+    out.summary.has_retry = true;
+    out.summary.retry_at = WhenGrantable(shard_config, views, count, LatestEff(views, count), origin, request);
+  }
+  if (out.summary.has_retry) out.summary.retry_after = Seconds(out.summary.retry_at - now);
+  out.summary.reset_after = Seconds(std::max<Micros>(0, out.summary.full_at - now));
+  return out;
+}
+
+Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* inputs, int count, int total_shards,
+                     Micros now, Micros origin) noexcept {
+  View empty = ViewAt(shard_config, LimitState{}, now, origin);
+  Reading total{empty.avail * (total_shards - count), empty.window_start};
+  for (int i = 0; i < count; ++i) {
+    View v = ViewAt(shard_config, inputs[i].state, now, origin);
+    total.value += v.avail;
+    total.ts = std::max(total.ts, v.window_start);
+  }
+  return total;
+}
+
+Decision RefundShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
+                      Micros origin, double amount, ShardWrite* out) noexcept {
+  double avail[kMaxShards];
+  double sorted[kMaxShards];
+  count = std::min(count, kMaxShards);
+  for (int i = 0; i < count; ++i) sorted[i] = avail[i] = ViewAt(shard_config, inputs[i].state, now, origin).avail;
+  double level = WaterLevel(sorted, count, Capacity(shard_config), amount);
+  Decision summary;
+  summary.ok = true;
+  for (int i = 0; i < count; ++i) {
+    View v = ViewAt(shard_config, inputs[i].state, now, origin);
+    double give = std::max(0.0, std::min(level, Capacity(shard_config)) - avail[i]);
+    out[i] = ShardWrite{};
+    if (give > 0) {
+      out[i].write = true;
+      out[i].next = GiveBack(shard_config, v, give);
+      v = ViewAt(shard_config, out[i].next, v.eff, origin);
+      out[i].full_at = WhenAvailable(shard_config, v, Capacity(shard_config));
+    }
+    summary.remaining += v.avail;
+    summary.full_at = std::max(summary.full_at, WhenAvailable(shard_config, v, Capacity(shard_config)));
+  }
+  summary.reset_after = Seconds(std::max<Micros>(0, summary.full_at - now));
+  return summary;
+}
+
+}  // namespace ratelimit
