@@ -5,6 +5,7 @@
 EXTENSION = ratelimit
 MODULE_big = ratelimit
 OBJS = src/core/limiter.o \
+       src/pg/consume.o \
        src/core/shards.o \
        src/pg/clock.o \
        src/pg/config_json.o \

@@ -61,6 +61,10 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket",
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 0, "period": 1000}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": -1, "period": 1000}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1e400, "period": 1000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1e301, "period": 1000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "capacity": 1e308}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "maxReserved": 1e301}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1e300, "period": 1000}', 1e301) $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 0}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": -1000}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": true}') $$);

@@ -15,8 +15,11 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('priv', 'u') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_check('priv', 'u') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_value('priv', 'u') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('priv-inline', 'u', '{"kind": "fixed window", "rate": 1, "period": 1000}') $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "priv", "key": "u"}]') $$);
 -- Owner-only functions.
 SELECT pg_temp.try($$ SELECT ratelimit_reset('priv', 'u') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_refund('priv', 'u') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_cleanup() $$);
 SELECT pg_temp.try($$ SELECT ratelimit_define('priv', '{"kind": "token bucket", "rate": 1000, "period": 1000}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_undefine('priv') $$);
 -- The tables are not readable or writable.
@@ -27,7 +30,7 @@ SELECT pg_temp.try($$ SELECT * FROM ratelimit_definition $$);
 SELECT pg_temp.try($$ INSERT INTO ratelimit_definition VALUES ('x', '{}') $$);
 RESET ROLE;
 
--- PUBLIC may execute exactly limit, check and value.
+-- PUBLIC may execute exactly limit, limit_all, check and value.
 SELECT p.proname, has_function_privilege('ratelimit_app', p.oid, 'EXECUTE') AS app_can_execute
 FROM pg_proc p WHERE p.proname LIKE 'ratelimit\_%' ORDER BY 1;
 

@@ -12,6 +12,8 @@
 
 namespace ratelimit {
 
+using detail::CanEverTake;
+using detail::CanTake;
 using detail::FirstWhere;
 using detail::GiveBack;
 using detail::Fits;
@@ -55,7 +57,8 @@ Micros WindowStartFor(Micros now, Micros origin, Micros period) {
 
 // Token bucket: tokens after `elapsed` microseconds of refill from `value`, capped.
 double RefillTokens(const LimitConfig& config, double value, Micros elapsed) {
-  double refill = static_cast<double>(elapsed) * config.rate / static_cast<double>(config.period);
+  // elapsed / period first: this only overflows when the refill is far above any capacity.
+  double refill = static_cast<double>(elapsed) / static_cast<double>(config.period) * config.rate;
   return std::min(value + refill, Capacity(config));
 }
 
@@ -75,8 +78,9 @@ double SlidingUsed(const LimitConfig& config, const LimitState& base, Micros t) 
   return std::floor(previous * weight) + current;
 }
 
-// The state a never-used row starts in, at clock `now`.
-LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) {
+}  // namespace
+
+LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) noexcept {
   switch (config.kind) {
     case Kind::kTokenBucket:
       return LimitState{true, Capacity(config), now, 0};
@@ -87,6 +91,8 @@ LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) {
   }
   return LimitState{true, 0, WindowStartFor(now, origin, config.period), 0};
 }
+
+namespace {
 
 // Fills the window fields of a view: the current window and, for sliding
 // windows, the counts shifted into it.
@@ -171,17 +177,19 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
   if (!config.has_rate) return Invalid("The number of tokens per period.", "config field \"rate\" is required");
   if (!config.has_period)
     return Invalid("Milliseconds as a number, or an interval as a string.", "config field \"period\" is required");
-  if (!FiniteAtLeast(config.rate, 0, false))
-    return Invalid("Rate must be a finite number greater than zero.", "config field \"rate\" must be a finite number greater than zero");
+  if (!FiniteAtLeast(config.rate, 0, false) || config.rate > kMaxMagnitude)
+    return Invalid("Rate must be greater than zero and at most 1e300.",
+                   "config field \"rate\" must be a number greater than zero and at most 1e300");
   if (config.period <= 0 || config.period > kHorizonMicros)
     return Invalid("Period must be at least one microsecond and at most 100 years.",
                    "config field \"period\" is out of range");
   if (config.rate / static_cast<double>(config.period) < kMinRatePerMicro)
     return Invalid("The rate per microsecond is too small to compute with.", "config field \"rate\" is too small");
-  if (config.has_capacity && !FiniteAtLeast(config.capacity, 0, true))
-    return Invalid("Capacity must be a finite number >= 0.", "config field \"capacity\" must not be negative");
-  if (config.has_max_reserved && !FiniteAtLeast(config.max_reserved, 0, true))
-    return Invalid("maxReserved must be a finite number >= 0.", "config field \"maxReserved\" must not be negative");
+  if (config.has_capacity && !(FiniteAtLeast(config.capacity, 0, true) && config.capacity <= kMaxMagnitude))
+    return Invalid("Capacity must be a number from 0 to 1e300.", "config field \"capacity\" is out of range");
+  if (config.has_max_reserved &&
+      !(FiniteAtLeast(config.max_reserved, 0, true) && config.max_reserved <= kMaxMagnitude))
+    return Invalid("maxReserved must be a number from 0 to 1e300.", "config field \"maxReserved\" is out of range");
   if (config.has_shards && (config.shards < 1 || config.shards > kMaxShards))
     return Invalid("A limit is spread over 1 to 1024 rows.", "config field \"shards\" must be between 1 and %d",
                    kMaxShards);
@@ -193,14 +201,20 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
   return CheckRefillHorizon(config);
 }
 
+Status ValidateAmount(double count) noexcept {
+  if (FiniteAtLeast(count, 0, true) && count <= kMaxMagnitude) return Status{};
+  return Invalid("Count must be a number from 0 to 1e300.", "count must be a finite number >= 0");
+}
+
 Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept {
-  if (!FiniteAtLeast(request.count, 0, true))
-    return Invalid("Count must be a finite number >= 0.", "count must be a finite number >= 0");
+  Status amount = ValidateAmount(request.count);
+  if (!amount.ok()) return amount;
   if (request.reserve && config.kind == Kind::kSlidingWindow)
     return Invalid("Only token bucket and fixed window limits can reserve.",
                    "reserve does not apply to kind \"sliding window\"");
+  bool possible = config.shards > 1 ? ShardsCanEverGrant(config, request) : CanEverTake(config, request);
   double most = MostGrantable(config, request.reserve);
-  if (request.count > most)
+  if (!possible)
     return Invalid(request.reserve ? "The count exceeds capacity plus maxReserved, so it can never be granted."
                                    : "The count exceeds the limit's capacity, so it can never be granted.",
                    "count %g can never succeed: at most %g fits", request.count, most);
@@ -222,10 +236,10 @@ double MaxDeficit(const LimitConfig& config) noexcept {
   double horizon = static_cast<double>(kHorizonMicros);
   double period = static_cast<double>(config.period);
   double refillable = 0;
-  if (config.kind == Kind::kTokenBucket) refillable = config.rate * (horizon / period);
+  if (config.kind == Kind::kTokenBucket) refillable = horizon / period * config.rate;
   if (config.kind == Kind::kFixedWindow) refillable = config.rate * std::floor(horizon / period);
   double given = config.has_max_reserved ? config.max_reserved : kInfinity;
-  return std::min(given, refillable);
+  return std::min({given, refillable, kMaxMagnitude});
 }
 
 std::uint64_t LimitHash(const char* name, std::size_t name_len, const char* key, std::size_t key_len) noexcept {
@@ -266,9 +280,14 @@ View ViewAt(const LimitConfig& config, const LimitState& state, Micros now, Micr
   return v;
 }
 
-bool Fits(const LimitConfig& config, const View& view, double count) noexcept {
+bool CanTake(const LimitConfig& config, const View& view, double count, double deficit) noexcept {
   if (config.kind == Kind::kSlidingWindow) return view.used + count <= config.rate;
-  return view.avail - count >= 0;
+  return view.avail - count >= -deficit;
+}
+
+bool CanEverTake(const LimitConfig& config, const Request& request) noexcept {
+  View full = ViewAt(config, LimitState{}, 0, 0);
+  return CanTake(config, full, request.count, request.reserve ? MaxDeficit(config) : 0);
 }
 
 LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept {
@@ -291,23 +310,23 @@ LimitState GiveBack(const LimitConfig& config, const View& view, double amount) 
   return LimitState{true, value, ts, 0};
 }
 
-Micros WhenAvailable(const LimitConfig& config, const View& view, double target) noexcept {
+Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double deficit) noexcept {
   const LimitState& base = view.base;
   if (config.kind == Kind::kTokenBucket) {
     return FirstWhere(view.eff, SearchLimit(view.eff), [&](Micros t) {
-      return RefillTokens(config, base.value, t - base.ts) >= target;
+      return RefillTokens(config, base.value, t - base.ts) - count >= -deficit;
     });
   }
   if (config.kind == Kind::kFixedWindow) {
     Micros first = (view.window_start - base.ts) / config.period;
     Micros windows = FirstWhere(first, first + SearchLimit(0) / config.period, [&](Micros w) {
-      return FixedWindowTokens(config, base, w) >= target;
+      return FixedWindowTokens(config, base, w) - count >= -deficit;
     });
     return std::max(view.eff, base.ts + windows * config.period);
   }
   Micros slid_out = view.window_start + 2 * config.period;  // both windows are empty by then
   return FirstWhere(view.eff, std::max(view.eff, slid_out), [&](Micros t) {
-    return SlidingUsed(config, base, t) + target <= config.rate;
+    return SlidingUsed(config, base, t) + count <= config.rate;
   });
 }
 
@@ -319,7 +338,7 @@ Decision Decide(const LimitConfig& config, const LimitState& state, Micros now, 
   bool fits = Fits(config, v, request.count);
   double after = v.avail - request.count;
   Decision d;
-  d.ok = fits || (request.reserve && -after <= MaxDeficit(config));
+  d.ok = fits || (request.reserve && CanTake(config, v, request.count, MaxDeficit(config)));
   if (d.ok) {
     d.next = TakeFrom(config, v, request.count);
     d.remaining = after;
@@ -328,10 +347,9 @@ Decision Decide(const LimitConfig& config, const LimitState& state, Micros now, 
     if (d.has_retry) d.retry_at = WhenAvailable(config, stored, 0);
     d.full_at = WhenAvailable(config, stored, Capacity(config));
   } else {
-    double need = request.reserve ? request.count - MaxDeficit(config) : request.count;
     d.remaining = v.avail;
     d.has_retry = true;
-    d.retry_at = WhenAvailable(config, v, need);
+    d.retry_at = WhenAvailable(config, v, request.count, request.reserve ? MaxDeficit(config) : 0);
     d.full_at = WhenAvailable(config, v, Capacity(config));
   }
   if (d.has_retry) d.retry_after = Seconds(d.retry_at - now);
@@ -357,12 +375,13 @@ Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, 
   return d;
 }
 
-Decision ApplyJitter(const LimitConfig& config, const Decision& decision, Micros now, double unit) noexcept {
+Decision ApplyJitter(const LimitConfig& config, const Decision& decision, double unit) noexcept {
   if (!config.has_jitter || decision.ok || !decision.has_retry) return decision;
   Micros span = config.jitter_is_period ? config.period : config.jitter;
+  Micros delay = static_cast<Micros>(std::floor(unit * static_cast<double>(span)));
   Decision d = decision;
-  d.retry_at += static_cast<Micros>(std::floor(unit * static_cast<double>(span)));
-  d.retry_after = Seconds(d.retry_at - now);
+  d.retry_at += delay;
+  d.retry_after += Seconds(delay);
   return d;
 }
 

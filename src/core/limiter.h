@@ -19,6 +19,10 @@ constexpr Micros kMicrosPerSecond = 1000000;
 // How far ahead any answer may point: reservations and refill times beyond
 // this are refused or rejected, so every timestamp stays finite and exact.
 constexpr Micros kHorizonMicros = Micros{3155760000} * kMicrosPerSecond;  // 100 Julian years
+// The largest rate, capacity, maxReserved or count accepted. Keeping every
+// value far below the double range means an overflow to infinity can only
+// happen where the true value is far above any capacity, so capping it is exact.
+constexpr double kMaxMagnitude = 1e300;
 
 enum class Kind { kTokenBucket, kFixedWindow, kSlidingWindow };
 
@@ -97,6 +101,9 @@ const char* KindName(Kind kind) noexcept;
 // to the kind, and that refilling from empty to full fits in the horizon.
 Status ValidateConfig(const LimitConfig& config) noexcept;
 
+// Checks an amount of tokens: finite and >= 0.
+Status ValidateAmount(double count) noexcept;
+
 // Checks a request against a valid config: count finite and >= 0, reserve
 // allowed for the kind, and count able to succeed at all.
 Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept;
@@ -139,6 +146,9 @@ Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, 
 // Adds a random delay in [0, jitter) to a refused decision's retry time;
 // `unit` is a uniform random number in [0, 1). Grants and reservations are
 // returned unchanged: their times are exact.
-Decision ApplyJitter(const LimitConfig& config, const Decision& decision, Micros now, double unit) noexcept;
+Decision ApplyJitter(const LimitConfig& config, const Decision& decision, double unit) noexcept;
+
+// The state a never-used row starts in at clock `now` (the same as no row).
+LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) noexcept;
 
 }  // namespace ratelimit

@@ -21,8 +21,16 @@ struct View {
 
 View ViewAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept;
 
-// Whether `count` more fits now without a deficit (the kind's own test).
-bool Fits(const LimitConfig& config, const View& view, double count) noexcept;
+// Whether `count` can be taken now leaving at most `deficit` below zero.
+// This one expression is used by validation, decisions and retry searches
+// alike, so they can never disagree by a rounding step. Sliding windows
+// have no deficit: their test is floor(previous * weight) + current + count <= rate.
+bool CanTake(const LimitConfig& config, const View& view, double count, double deficit) noexcept;
+
+// Whether `count` more fits now without a deficit.
+inline bool Fits(const LimitConfig& config, const View& view, double count) noexcept {
+  return CanTake(config, view, count, 0);
+}
 
 // The state to store after taking `take` tokens (may leave a deficit).
 LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept;
@@ -30,9 +38,12 @@ LimitState TakeFrom(const LimitConfig& config, const View& view, double take) no
 // The state to store after giving back up to `amount` tokens.
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept;
 
-// The earliest moment >= view.eff at which `target` tokens fit, computed
-// from the stored state exactly as a later call would compute it.
-Micros WhenAvailable(const LimitConfig& config, const View& view, double target) noexcept;
+// The earliest moment >= view.eff at which CanTake(count, deficit) holds,
+// computed from the stored state exactly as a later call would compute it.
+Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double deficit = 0) noexcept;
+
+// Whether a request could ever be granted on a full limit (one row).
+bool CanEverTake(const LimitConfig& config, const Request& request) noexcept;
 
 // The smallest t in [lo, hi] with pred(t) true for a monotone pred (false,
 // then true); hi when pred(hi) is false too, so answers stay finite.

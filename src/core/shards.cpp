@@ -9,6 +9,7 @@
 
 namespace ratelimit {
 
+using detail::CanTake;
 using detail::FirstWhere;
 using detail::Fits;
 using detail::GiveBack;
@@ -63,7 +64,7 @@ TakePlan PlanTakes(const LimitConfig& config, const View* views, int count, cons
   if (!request.reserve) return TakePlan{};
   double deficit = MaxDeficit(config);
   if (count == 1 || views[hi].avail - c >= views[lo].avail) {
-    if (views[hi].avail - c >= -deficit) return Single(hi, c, false);
+    if (CanTake(config, views[hi], c, deficit)) return Single(hi, c, false);
     return TakePlan{};
   }
   if ((views[hi].avail + views[lo].avail - c) / 2 >= -deficit) return Balanced(views, hi, lo, c, false);
@@ -136,6 +137,12 @@ double WaterLevel(double* values, int count, double capacity, double amount) {
 
 }  // namespace
 
+bool ShardsCanEverGrant(const LimitConfig& config, const Request& request) noexcept {
+  LimitConfig shard = ShardConfig(config);
+  View full[2] = {ViewAt(shard, LimitState{}, 0, 0), ViewAt(shard, LimitState{}, 0, 0)};
+  return PlanTakes(shard, full, 2, request).ok;
+}
+
 LimitConfig ShardConfig(const LimitConfig& config) noexcept {
   LimitConfig shard = config;
   double n = static_cast<double>(config.shards);
@@ -185,16 +192,37 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
   return out;
 }
 
-Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* inputs, int count, int total_shards,
-                     Micros now, Micros origin) noexcept {
-  View empty = ViewAt(shard_config, LimitState{}, now, origin);
-  Reading total{empty.avail * (total_shards - count), empty.window_start};
-  for (int i = 0; i < count; ++i) {
-    View v = ViewAt(shard_config, inputs[i].state, now, origin);
+Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,
+                     Micros origin) noexcept {
+  Reading total{0, now};
+  for (int i = 0; i < total_shards; ++i) {
+    View v = ViewAt(shard_config, all[i].state, now, origin);
     total.value += v.avail;
-    total.ts = std::max(total.ts, v.window_start);
+    total.ts = i == 0 ? v.window_start : std::max(total.ts, v.window_start);
   }
   return total;
+}
+
+Decision CheckShards(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,
+                     Micros origin, const Request& request) noexcept {
+  int best[2] = {-1, -1};
+  double best_avail[2] = {0, 0};
+  for (int i = 0; i < total_shards; ++i) {
+    double avail = ViewAt(shard_config, all[i].state, now, origin).avail;
+    if (best[0] < 0 || avail > best_avail[0]) {
+      best[1] = best[0];
+      best_avail[1] = best_avail[0];
+      best[0] = i;
+      best_avail[0] = avail;
+    } else if (best[1] < 0 || avail > best_avail[1]) {
+      best[1] = i;
+      best_avail[1] = avail;
+    }
+  }
+  ShardInput pair[2] = {all[best[0]], all[best[1] < 0 ? best[0] : best[1]]};
+  Decision d = DecideShards(shard_config, pair, best[1] < 0 ? 1 : 2, now, origin, request, total_shards).summary;
+  d.remaining = TotalValueAt(shard_config, all, total_shards, now, origin).value;
+  return d;
 }
 
 Decision RefundShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,

@@ -12,6 +12,10 @@ namespace ratelimit {
 // The config of one shard: rate, capacity and maxReserved divided by N.
 LimitConfig ShardConfig(const LimitConfig& config) noexcept;
 
+// Whether two full shards of a sharded limit could ever grant the request
+// (the same test a call makes).
+bool ShardsCanEverGrant(const LimitConfig& config, const Request& request) noexcept;
+
 // Two distinct shards in [0, shards), ascending, from two uniform numbers in
 // [0, 1). With one shard both are 0.
 void PickCandidates(int shards, double unit1, double unit2, int out[2]) noexcept;
@@ -41,10 +45,16 @@ struct ShardDecision {
 ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
                            Micros origin, const Request& request, int total_shards) noexcept;
 
-// The tokens available now summed over `count` shard rows; shards without a
-// row are full. Fills reading.ts like ValueAt.
-Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* inputs, int count, int total_shards,
-                     Micros now, Micros origin) noexcept;
+// The tokens available now summed over all shards. all[i] is shard i
+// (state.exists false: no row, so full). ts as ValueAt reports it.
+Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,
+                     Micros origin) noexcept;
+
+// What ratelimit_check answers for a sharded limit: the decision of the two
+// shards with the most tokens (the best a call could draw), with remaining
+// the exact total over all shards. all[i] is shard i, as above.
+Decision CheckShards(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,
+                     Micros origin, const Request& request) noexcept;
 
 // Plans a refund over all shards: the emptiest get tokens first, each capped
 // at its capacity. inputs[i].state is shard i's row (exists=false: none).

@@ -17,7 +17,8 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr char kValidFields[] = "Valid fields are kind, rate, period, capacity, maxReserved and start.";
+constexpr char kValidFields[] =
+    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards and jitter.";
 // Largest |microseconds| accepted from a number of milliseconds (about 146,000 years).
 constexpr double kMaxAbsMicros = 4.6e18;
 
@@ -31,14 +32,6 @@ constexpr double kMaxAbsMicros = 4.6e18;
 // A jsonb string value as a NUL-terminated palloc'd C string.
 char* JsonbStringToCString(const JsonbValue& value) {
   return pnstrdup(value.val.string.val, value.val.string.len);
-}
-
-// A jsonb number as a double (overflow gives +-inf, caught by validation).
-double JsonbNumberToDouble(const JsonbValue& value) {
-  char* digits = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(value.val.numeric)));
-  double result = std::strtod(digits, nullptr);
-  pfree(digits);
-  return result;
 }
 
 // Milliseconds (as in the source articles) to whole microseconds.
@@ -124,6 +117,31 @@ ratelimit::Kind RequireKind(const JsonbValue& value) {
   pg_unreachable();
 }
 
+// The shards field: a whole number of rows (range checked by the core).
+int RequireShardCount(const JsonbValue& value) {
+  if (value.type != jbvNumeric) RaiseConfigError("shards", "must be a whole number", nullptr);
+  double shards = JsonbNumberToDouble(value);
+  if (shards != std::floor(shards) || !std::isfinite(shards))
+    RaiseConfigError("shards", "must be a whole number", "Use 1 to 1024.");
+  if (shards < 0 || shards > 1e6) return -1;  // out of range; the core says so
+  return static_cast<int>(shards);
+}
+
+// The jitter field: true (up to one period), false/null (none), or a duration.
+void ApplyJitterField(const JsonbValue& value, LimitConfig* config) {
+  config->has_jitter = false;
+  config->jitter_is_period = false;
+  if (value.type == jbvNull || (value.type == jbvBool && !value.val.boolean)) return;
+  config->has_jitter = true;
+  if (value.type == jbvBool) {
+    config->jitter_is_period = true;
+    return;
+  }
+  if (value.type != jbvNumeric && value.type != jbvString)
+    RaiseConfigError("jitter", "must be true, false, a number of milliseconds or an interval string", nullptr);
+  config->jitter = RequireDuration("jitter", value);
+}
+
 bool KeyIs(const JsonbValue& key, const char* name) {
   return static_cast<size_t>(key.val.string.len) == std::strlen(name) &&
          std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
@@ -150,6 +168,11 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
   } else if (KeyIs(key, "start")) {
     config->has_start = present;
     if (present) config->start = RequireInstant("start", value);
+  } else if (KeyIs(key, "shards")) {
+    config->has_shards = present;
+    config->shards = present ? RequireShardCount(value) : 1;
+  } else if (KeyIs(key, "jitter")) {
+    ApplyJitterField(value, config);
   } else {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("unknown config field \"%.*s\"", key.val.string.len, key.val.string.val),
@@ -158,6 +181,13 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
 }
 
 }  // namespace
+
+double JsonbNumberToDouble(const JsonbValue& value) {
+  char* digits = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(value.val.numeric)));
+  double result = std::strtod(digits, nullptr);
+  pfree(digits);
+  return result;
+}
 
 void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
   *out = LimitConfig{};

@@ -1,5 +1,5 @@
 // The SQL-callable functions: thin C-linkage wrappers that read arguments,
-// talk to storage through SPI, ask the core for a decision and form results.
+// connect SPI, hand the work to consume.cpp/storage.cpp and form results.
 #include <cstring>
 #include <exception>
 
@@ -14,6 +14,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 PG_MODULE_MAGIC;
 
@@ -24,21 +25,16 @@ PG_FUNCTION_INFO_V1(ratelimit_reset);
 PG_FUNCTION_INFO_V1(ratelimit_value);
 PG_FUNCTION_INFO_V1(ratelimit_define);
 PG_FUNCTION_INFO_V1(ratelimit_undefine);
+PG_FUNCTION_INFO_V1(ratelimit_limit_all);
+PG_FUNCTION_INFO_V1(ratelimit_refund);
+PG_FUNCTION_INFO_V1(ratelimit_cleanup);
 }
 
 namespace ratelimit_pg {
 namespace {
 
-// Everything one ratelimit_limit/ratelimit_check call needs; trivially
-// destructible, so it may live in frames that ereport.
-struct LimitCall {
-  LimitId id;
-  Jsonb* inline_config;  // nullptr: use the defined config
-  LimitConfig config;
-  Request request;
-  Micros origin;
-  bool throws;
-};
+// The most entries one ratelimit_limit_all call takes.
+constexpr int kMaxLimitsPerCall = 1000;
 
 // Raises 22004 for a NULL argument that must not be NULL.
 void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what) {
@@ -46,16 +42,14 @@ void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what) {
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
 }
 
-// A text argument's bytes, at most kMaxNameBytes long.
-text* TextArg(FunctionCallInfo fcinfo, int arg, const char* what, const char** bytes, int* len) {
-  text* value = PG_GETARG_TEXT_PP(arg);
+// Points id fields at a text value's bytes, at most kMaxNameBytes long.
+void SetIdText(text* value, const char* what, text** field, const char** bytes, int* len) {
+  *field = value;
   *bytes = VARDATA_ANY(value);
   *len = VARSIZE_ANY_EXHDR(value);
   if (*len > kMaxNameBytes)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("%s is too long", what), errdetail("%s is %d bytes; the maximum is %d.", what, *len,
-                                                               kMaxNameBytes)));
-  return value;
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s is too long", what),
+                    errdetail("%s is %d bytes; the maximum is %d.", what, *len, kMaxNameBytes)));
 }
 
 // The (name, key) identity from two arguments; a NULL key is the global
@@ -63,97 +57,58 @@ text* TextArg(FunctionCallInfo fcinfo, int arg, const char* what, const char** b
 LimitId IdFromArgs(FunctionCallInfo fcinfo, int name_arg, int key_arg) {
   LimitId id{};
   RequireNotNull(fcinfo, name_arg, "name");
-  id.name_text = TextArg(fcinfo, name_arg, "name", &id.name, &id.name_len);
-  if (key_arg >= 0 && !PG_ARGISNULL(key_arg)) id.key_text = TextArg(fcinfo, key_arg, "key", &id.key, &id.key_len);
+  SetIdText(PG_GETARG_TEXT_PP(name_arg), "name", &id.name_text, &id.name, &id.name_len);
+  if (key_arg >= 0 && !PG_ARGISNULL(key_arg))
+    SetIdText(PG_GETARG_TEXT_PP(key_arg), "key", &id.key_text, &id.key, &id.key_len);
   return id;
 }
 
-// The extension's schema: the one the called function lives in.
-Oid ExtensionNamespace(FunctionCallInfo fcinfo) { return get_func_namespace(fcinfo->flinfo->fn_oid); }
-
-// Connects SPI and makes sure the saved plans match the extension's schema.
+// Connects SPI and makes sure the saved plans match the extension's schema
+// (the schema the called function lives in).
 void ConnectStorage(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
-  PrepareStorage(ExtensionNamespace(fcinfo));
+  PrepareStorage(get_func_namespace(fcinfo->flinfo->fn_oid));
 }
 
 void DisconnectStorage() {
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }
 
-// The inline config if given, else the named definition (42704 if neither).
-void ResolveConfig(const LimitId& id, Jsonb* inline_config, LimitConfig* config) {
-  if (inline_config != nullptr) {
-    ParseConfigJsonb(inline_config, config);
-    return;
-  }
-  if (LookupDefinedConfig(id.name_text, config)) return;
-  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                  errmsg("rate limit \"%.*s\" is not defined", id.name_len, id.name),
-                  errhint("Pass a config, or define the limit with ratelimit_define().")));
-}
-
-// Reads the arguments shared by ratelimit_limit and ratelimit_check:
-// (name, key, config, count, reserve, throws).
-LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo) {
-  LimitCall call{};
-  call.id = IdFromArgs(fcinfo, 0, 1);
-  call.inline_config = PG_ARGISNULL(2) ? nullptr : PG_GETARG_JSONB_P(2);
-  RequireNotNull(fcinfo, 3, "count");
-  RequireNotNull(fcinfo, 4, "reserve");
-  RequireNotNull(fcinfo, 5, "throws");
-  call.request.count = PG_GETARG_FLOAT8(3) + 0.0;  // + 0.0 turns -0 into 0
-  call.request.reserve = PG_GETARG_BOOL(4);
-  call.throws = PG_GETARG_BOOL(5);
-  return call;
-}
-
-// Resolves and validates the config and request; needs SPI for named limits.
+// Resolves the config (inline, else defined: 42704 if neither), validates
+// the request against it and derives the window origin. Needs SPI.
 void CompleteLimitCall(LimitCall* call) {
-  ResolveConfig(call->id, call->inline_config, &call->config);
+  if (call->inline_config != nullptr) {
+    ParseConfigJsonb(call->inline_config, &call->config);
+  } else if (!LookupDefinedConfig(call->id.name_text, &call->config)) {
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
+                    errhint("Pass a config, or define the limit with ratelimit_define().")));
+  }
   RaiseIfInvalid(ratelimit::ValidateRequest(call->config, call->request));
   call->origin =
       ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
 }
 
-Decision DecideNow(const LimitCall& call, const StoredState& stored) {
-  return ratelimit::Decide(call.config, stored.state, ClockNow(), call.origin, call.request);
-}
-
-// Stores an ok decision: insert for a new row, else update if unchanged.
-bool WriteDecision(const LimitCall& call, const StoredState& stored, const Decision& decision) {
-  bool keep_prev = call.config.kind == ratelimit::Kind::kSlidingWindow;
-  if (!stored.state.exists) return InsertState(call.id, decision.next, keep_prev);
-  return UpdateStateIfUnchanged(call.id, stored, decision.next, keep_prev);
-}
-
-// The contended path: lock the row (SELECT ... FOR UPDATE), read the clock
-// after the lock is held, decide and write. Loops only if the row appears or
-// vanishes under us (a concurrent first insert or reset).
-Decision ConsumeLocked(const LimitCall& call) {
-  for (;;) {
-    CHECK_FOR_INTERRUPTS();
-    StoredState stored = ReadState(call.id, true);
-    Decision decision = DecideNow(call, stored);
-    if (!decision.ok || WriteDecision(call, stored, decision)) return decision;
+// Reads (name, key, config, count, reserve) from the arguments starting at
+// `first`; count and reserve may be absent (argument index < 0).
+LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int config, int count, int reserve) {
+  LimitCall call{};
+  call.id = IdFromArgs(fcinfo, name, key);
+  call.inline_config = PG_ARGISNULL(config) ? nullptr : PG_GETARG_JSONB_P(config);
+  call.request = Request{1, false};
+  if (count >= 0) {
+    RequireNotNull(fcinfo, count, "count");
+    call.request.count = PG_GETARG_FLOAT8(count) + 0.0;  // + 0.0 turns -0 into 0
   }
-}
-
-// Consumes: decide from the latest committed state; a refusal returns
-// without a lock or a write. An admission writes only if the row is still
-// what was read (else the row lock path decides again).
-Decision Consume(const LimitCall& call) {
-  StoredState stored = ReadState(call.id, false);
-  Decision decision = DecideNow(call, stored);
-  if (!decision.ok || WriteDecision(call, stored, decision)) return decision;
-  return ConsumeLocked(call);
+  if (reserve >= 0) {
+    RequireNotNull(fcinfo, reserve, "reserve");
+    call.request.reserve = PG_GETARG_BOOL(reserve);
+  }
+  return call;
 }
 
 // Forms a ratelimit_result from a decision.
-Datum ResultDatum(FunctionCallInfo fcinfo, const Decision& decision) {
-  TupleDesc desc;
-  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-    elog(ERROR, "ratelimit: return type must be a row type");
+Datum ResultDatum(TupleDesc desc, const Decision& decision) {
   Datum values[5];
   bool nulls[5] = {false, !decision.has_retry, !decision.has_retry, false, false};
   values[0] = BoolGetDatum(decision.ok);
@@ -161,44 +116,171 @@ Datum ResultDatum(FunctionCallInfo fcinfo, const Decision& decision) {
   values[2] = TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at));
   values[3] = Float8GetDatum(decision.remaining + 0.0);
   values[4] = Float8GetDatum(decision.reset_after);
-  return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+}
+
+TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  return BlessTupleDesc(desc);
 }
 
 // ratelimit_limit and ratelimit_check share everything but the write.
 Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
-  LimitCall call = LimitCallFromArgs(fcinfo);
+  LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
+  RequireNotNull(fcinfo, 5, "throws");
+  bool throws = PG_GETARG_BOOL(5);
   ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
-  Decision decision = consume ? Consume(call) : DecideNow(call, ReadState(call.id, false));
+  Decision decision = consume ? Consume(call) : Check(call);
   DisconnectStorage();
-  if (!decision.ok && call.throws) RaiseRateLimited(call.id, decision);
-  return ResultDatum(fcinfo, decision);
+  if (!decision.ok && throws) RaiseRateLimited(call.id, decision);
+  return ResultDatum(ResultDesc(fcinfo), decision);
 }
 
 // Computes ratelimit_value's single row as a heap tuple in `cxt`.
 Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
-  LimitId id = IdFromArgs(fcinfo, 0, 1);
-  Jsonb* inline_config = PG_ARGISNULL(2) ? nullptr : PG_GETARG_JSONB_P(2);
+  LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, -1, -1);
   ConnectStorage(fcinfo);
-  LimitConfig config;
-  ResolveConfig(id, inline_config, &config);
-  Micros origin = ratelimit::WindowOrigin(config, id.name, id.name_len, id.key, id.key_len);
-  ratelimit::Reading reading = ratelimit::ValueAt(config, ReadState(id, false).state, ClockNow(), origin);
+  CompleteLimitCall(&call);
+  ratelimit::Reading reading = CurrentValue(call);
   DisconnectStorage();
   MemoryContext old = MemoryContextSwitchTo(cxt);
-  TupleDesc desc;
-  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-    elog(ERROR, "ratelimit: return type must be a row type");
   Datum values[2] = {Float8GetDatum(reading.value + 0.0), TimestampTzGetDatum(TimestamptzFromUnix(reading.ts))};
   bool nulls[2] = {false, false};
-  Datum row = HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+  Datum row = HeapTupleGetDatum(heap_form_tuple(ResultDesc(fcinfo), values, nulls));
   MemoryContextSwitchTo(old);
   return row;
 }
 
+// ---- ratelimit_limit_all --------------------------------------------------
+
+bool KeyIs(const JsonbValue& key, const char* name) {
+  return static_cast<size_t>(key.val.string.len) == std::strlen(name) &&
+         std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
+}
+
+[[noreturn]] void RaiseEntryError(int index, const char* problem) {
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits[%d]: %s", index, problem),
+                  errdetail("Each element is an object with name, and optionally key, config, count and reserve.")));
+  pg_unreachable();
+}
+
+// A JSON string as a text datum for an id field (null -> nullptr for key).
+void SetIdFromJson(int index, const JsonbValue& value, const char* what, bool nullable, text** field,
+                   const char** bytes, int* len) {
+  if (nullable && value.type == jbvNull) return;
+  if (value.type != jbvString) RaiseEntryError(index, nullable ? "key must be a string or null" : "name must be a string");
+  SetIdText(cstring_to_text_with_len(value.val.string.val, value.val.string.len), what, field, bytes, len);
+}
+
+// Applies one field of a limits element to its call.
+void ApplyEntryField(int index, const JsonbValue& key, JsonbValue* value, LimitCall* call, bool* has_name) {
+  LimitId& id = call->id;
+  if (KeyIs(key, "name")) {
+    SetIdFromJson(index, *value, "name", false, &id.name_text, &id.name, &id.name_len);
+    *has_name = true;
+  } else if (KeyIs(key, "key")) {
+    SetIdFromJson(index, *value, "key", true, &id.key_text, &id.key, &id.key_len);
+  } else if (KeyIs(key, "config")) {
+    if (value->type == jbvNull) return;
+    if (value->type != jbvBinary || !JsonContainerIsObject(value->val.binary.data))
+      RaiseEntryError(index, "config must be an object or null");
+    call->inline_config = JsonbValueToJsonb(value);
+  } else if (KeyIs(key, "count")) {
+    if (value->type != jbvNumeric) RaiseEntryError(index, "count must be a number");
+    call->request.count = JsonbNumberToDouble(*value) + 0.0;
+  } else if (KeyIs(key, "reserve")) {
+    if (value->type != jbvBool) RaiseEntryError(index, "reserve must be a boolean");
+    call->request.reserve = value->val.boolean;
+  } else {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("limits[%d]: unknown field \"%.*s\"", index, key.val.string.len, key.val.string.val),
+                    errdetail("Valid fields are name, key, config, count and reserve.")));
+  }
+}
+
+// Parses one element of the limits array into a call.
+LimitCall EntryFromJson(int index, JsonbValue* element) {
+  if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
+    RaiseEntryError(index, "must be an object");
+  LimitCall call{};
+  call.request = Request{1, false};
+  bool has_name = false;
+  JsonbIterator* it = JsonbIteratorInit(element->val.binary.data);
+  JsonbValue key;
+  JsonbValue value;
+  JsonbIteratorToken token;
+  while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE) {
+    if (token != WJB_KEY) continue;
+    JsonbIteratorNext(&it, &value, true);
+    ApplyEntryField(index, key, &value, &call, &has_name);
+  }
+  if (!has_name) RaiseEntryError(index, "name is required");
+  return call;
+}
+
+// Parses the limits array; returns the number of entries.
+int EntriesFromJson(Jsonb* limits, LimitCall** out) {
+  if (!JB_ROOT_IS_ARRAY(limits) || JB_ROOT_IS_SCALAR(limits))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits must be a JSON array"),
+                    errdetail("For example [{\"name\": \"perUser\", \"key\": \"u1\"}, {\"name\": \"global\"}].")));
+  int count = JB_ROOT_COUNT(limits);
+  if (count > kMaxLimitsPerCall)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("too many limits in one call"),
+                    errdetail("At most %d limits; %d were given.", kMaxLimitsPerCall, count)));
+  LimitCall* calls = static_cast<LimitCall*>(palloc0(sizeof(LimitCall) * (count + 1)));
+  JsonbIterator* it = JsonbIteratorInit(&limits->root);
+  JsonbValue element;
+  JsonbIteratorToken token;
+  int index = 0;
+  while ((token = JsonbIteratorNext(&it, &element, true)) != WJB_DONE)
+    if (token == WJB_ELEM) {
+      calls[index] = EntryFromJson(index, &element);
+      ++index;
+    }
+  *out = calls;
+  return index;
+}
+
+// A tuplestore for a materialized set-returning function's rows.
+Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("set-valued function called in context that cannot accept a set")));
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  if (get_call_result_type(fcinfo, nullptr, desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  *desc = CreateTupleDescCopy(*desc);
+  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = *desc;
+  MemoryContextSwitchTo(old);
+  return store;
+}
+
+// Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
+void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& d) {
+  Datum values[7];
+  bool nulls[7] = {false, id.key_text == nullptr, false, !d.has_retry, !d.has_retry, false, false};
+  values[0] = PointerGetDatum(id.name_text);
+  values[1] = PointerGetDatum(id.key_text);
+  values[2] = BoolGetDatum(d.ok);
+  values[3] = Float8GetDatum(d.retry_after);
+  values[4] = TimestampTzGetDatum(TimestamptzFromUnix(d.retry_at));
+  values[5] = Float8GetDatum(d.remaining + 0.0);
+  values[6] = Float8GetDatum(d.reset_after);
+  tuplestore_putvalues(store, desc, values, nulls);
+}
+
+// ---- entry point bodies ---------------------------------------------------
+
 Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
 
-Datum Check(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
+Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
 
 Datum Reset(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, 1);
@@ -240,6 +322,44 @@ Datum Undefine(FunctionCallInfo fcinfo) {
   PG_RETURN_BOOL(existed);
 }
 
+Datum LimitAll(FunctionCallInfo fcinfo) {
+  RequireNotNull(fcinfo, 0, "limits");
+  RequireNotNull(fcinfo, 1, "throws");
+  bool throws = PG_GETARG_BOOL(1);
+  LimitCall* calls = nullptr;
+  int count = EntriesFromJson(PG_GETARG_JSONB_P(0), &calls);
+  ConnectStorage(fcinfo);
+  for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
+  auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
+  ConsumeAll(calls, count, decisions);
+  DisconnectStorage();
+  for (int i = 0; throws && i < count; ++i)
+    if (!decisions[i].ok) RaiseRateLimited(calls[i].id, decisions[i]);
+  TupleDesc desc;
+  Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
+  for (int i = 0; i < count; ++i) PutEntryRow(store, desc, calls[i].id, decisions[i]);
+  return static_cast<Datum>(0);
+}
+
+Datum Refund(FunctionCallInfo fcinfo) {
+  LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 3, 2, -1);
+  RaiseIfInvalid(ratelimit::ValidateAmount(call.request.count));
+  double amount = call.request.count;
+  call.request.count = 0;  // the request validated against the config is "take nothing"
+  ConnectStorage(fcinfo);
+  CompleteLimitCall(&call);
+  Decision decision = RefundTokens(call, amount);
+  DisconnectStorage();
+  return ResultDatum(ResultDesc(fcinfo), decision);
+}
+
+Datum Cleanup(FunctionCallInfo fcinfo) {
+  ConnectStorage(fcinfo);
+  int64 deleted = DeleteIdleStates(ClockNow());
+  DisconnectStorage();
+  PG_RETURN_INT64(deleted);
+}
+
 // Runs an entry point's body; a C++ exception (none is expected: the core is
 // noexcept and the adapter holds no C++ objects) becomes a PostgreSQL error
 // raised after the catch block has been left.
@@ -267,6 +387,7 @@ extern "C" {
 
 void _PG_init(void) {
   ratelimit_pg::DefineClockGuc();
+  ratelimit_pg::RegisterStorageInvalidation();
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("ratelimit");
 #else
@@ -275,10 +396,13 @@ void _PG_init(void) {
 }
 
 Datum ratelimit_limit(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Limit>(fcinfo); }
-Datum ratelimit_check(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Check>(fcinfo); }
+Datum ratelimit_check(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::CheckLimit>(fcinfo); }
 Datum ratelimit_reset(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Reset>(fcinfo); }
 Datum ratelimit_value(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Value>(fcinfo); }
 Datum ratelimit_define(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Define>(fcinfo); }
 Datum ratelimit_undefine(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Undefine>(fcinfo); }
+Datum ratelimit_limit_all(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::LimitAll>(fcinfo); }
+Datum ratelimit_refund(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Refund>(fcinfo); }
+Datum ratelimit_cleanup(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Cleanup>(fcinfo); }
 
 }  // extern "C"

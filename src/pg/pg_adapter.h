@@ -6,6 +6,7 @@
 #pragma once
 
 #include "limiter.h"
+#include "shards.h"
 
 extern "C" {
 #include "postgres.h"
@@ -44,6 +45,8 @@ TimestampTz TimestamptzFromUnix(Micros micros);
 
 // config_json.cpp: jsonb config -> LimitConfig, errors naming the field.
 void ParseConfigJsonb(Jsonb* config, LimitConfig* out);
+// A jsonb number as a double (overflow gives +-inf, rejected by validation).
+double JsonbNumberToDouble(const JsonbValue& value);
 
 // errors.cpp: core Status and rate-limit refusals as PostgreSQL errors.
 void RaiseIfInvalid(const ratelimit::Status& status);
@@ -54,14 +57,50 @@ struct StoredState {
   LimitState state;
   bool prev_is_null;
 };
+
+// A state row to write: the state, whether prev is kept (sliding window
+// only, NULL otherwise) and when the row becomes the same as no row.
+struct RowWrite {
+  LimitState next;
+  bool keep_prev;
+  Micros idle_at;
+};
+
+enum class ReadMode { kUnlocked, kLock, kLockSkipLocked };
+
+void RegisterStorageInvalidation();
 void PrepareStorage(Oid extension_namespace);
-StoredState ReadState(const LimitId& id, bool lock);
-bool InsertState(const LimitId& id, const LimitState& next, bool keep_prev);
-bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const LimitState& next,
-                            bool keep_prev);
+StoredState ReadState(const LimitId& id, ReadMode mode);
+// Fills out[0..shards) with shard i at index i (exists=false: no row).
+int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out);
+bool InsertState(const LimitId& id, const RowWrite& row);
+void MaterializeShards(const LimitId& id, int shards, const RowWrite& initial);
+bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row);
+void UpdateLockedState(const LimitId& id, const RowWrite& row);
 bool DeleteStates(const LimitId& id);
+int64 DeleteIdleStates(Micros now);
 bool LookupDefinedConfig(text* name, LimitConfig* config);
 void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
+
+// One resolved call on one limit: identity, config and request. Trivially
+// destructible, so it may live in frames that ereport.
+struct LimitCall {
+  LimitId id;
+  Jsonb* inline_config;  // nullptr: use the defined config
+  LimitConfig config;
+  Request request;
+  Micros origin;
+};
+
+// consume.cpp: the decisions that read, lock and write state rows.
+Decision Consume(const LimitCall& call);
+Decision Check(const LimitCall& call);
+ratelimit::Reading CurrentValue(const LimitCall& call);
+Decision RefundTokens(const LimitCall& call, double amount);
+void ConsumeAll(LimitCall* calls, int count, Decision* out);
+
+// A uniform random number in [0, 1) from PostgreSQL's PRNG.
+double RandomUnit();
 
 }  // namespace ratelimit_pg

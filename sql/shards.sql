@@ -1,0 +1,63 @@
+-- Sharded limits: one limit spread over N rows, each with 1/N of the rate,
+-- capacity and maxReserved. A call picks two shards at random and uses the
+-- one with more tokens, or both balanced when neither alone has enough.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+\set cfg '''{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 4}'''
+
+-- A never-used sharded limit is full; value and check report the total.
+SELECT * FROM ratelimit_value('sh', NULL, :cfg);
+SELECT ok, remaining FROM ratelimit_check('sh', NULL, :cfg, 40);
+-- Two shards hold 50 together: 40 is grantable; 51 never is (22023).
+SELECT ok FROM ratelimit_limit('sh', NULL, :cfg, 40);
+SELECT count(*) AS shard_rows, sum(value) AS tokens FROM ratelimit_state WHERE name = 'sh';
+SELECT * FROM ratelimit_value('sh', NULL, :cfg);
+-- Never more than the configured total: every grant takes exactly one token
+-- from some shard (which shards is random, so only the sums are fixed).
+CREATE TEMP TABLE calls AS SELECT (ratelimit_limit('sh', NULL, :cfg)).ok FROM generate_series(1, 80);
+SELECT count(*) FILTER (WHERE ok) <= 60 AS within_total,
+       count(*) FILTER (WHERE ok) + (SELECT sum(value) FROM ratelimit_state WHERE name = 'sh') = 60 AS conserved,
+       (SELECT bool_and(value >= 0) FROM ratelimit_state WHERE name = 'sh') AS no_shard_below_zero
+FROM calls;
+-- With two shards every call sees both: exactly the total is granted, then
+-- refusals report a finite, positive retry time.
+SELECT count(*) FILTER (WHERE ok) AS granted
+FROM (SELECT (ratelimit_limit('sh2', NULL, '{"kind": "token bucket", "rate": 10, "period": "1 hour", "shards": 2}')).ok
+      FROM generate_series(1, 15)) AS calls;
+SELECT ok, retry_after FROM ratelimit_limit('sh2', NULL, '{"kind": "token bucket", "rate": 10, "period": "1 hour", "shards": 2}');
+
+-- Reservations on shards: each shard may go down to -maxReserved/N.
+SELECT ok, retry_after FROM ratelimit_limit('sh-res', 'k', '{"kind": "token bucket", "rate": 10, "period": 1000, "shards": 2, "maxReserved": 10}', 10);
+SELECT ok, retry_after, remaining FROM ratelimit_limit('sh-res', 'k', '{"kind": "token bucket", "rate": 10, "period": 1000, "shards": 2, "maxReserved": 10}', 8, reserve => true);
+SELECT ok FROM ratelimit_limit('sh-res', 'k', '{"kind": "token bucket", "rate": 10, "period": 1000, "shards": 2, "maxReserved": 10}', 4, reserve => true);
+SELECT shard, value FROM ratelimit_state WHERE name = 'sh-res' ORDER BY shard;
+
+-- Window kinds shard too.
+SELECT count(*) FILTER (WHERE ok) AS granted
+FROM (SELECT (ratelimit_limit('sh-fw', 'k', '{"kind": "fixed window", "rate": 6, "period": 60000, "start": 0, "shards": 2}')).ok
+      FROM generate_series(1, 10)) AS calls;
+SELECT count(*) FILTER (WHERE ok) AS granted
+FROM (SELECT (ratelimit_limit('sh-sw', 'k', '{"kind": "sliding window", "rate": 8, "period": 60000, "start": 0, "shards": 2}')).ok
+      FROM generate_series(1, 10)) AS calls;
+
+-- reset clears every shard.
+SELECT ratelimit_reset('sh');
+SELECT count(*) FROM ratelimit_state WHERE name = 'sh';
+
+-- A count two shards can never hold is a configuration error.
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 4}', 51) $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 0}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 1025}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 2.5}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": "4"}') $$);
+SELECT count(*) FROM ratelimit_state WHERE name = 'sh';
+-- shards: 1 is an ordinary limit.
+SELECT ok, remaining FROM ratelimit_limit('sh-one', NULL, '{"kind": "token bucket", "rate": 5, "period": 1000, "shards": 1}');
+RESET ratelimit.now;

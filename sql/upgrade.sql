@@ -1,0 +1,61 @@
+-- ALTER EXTENSION ratelimit UPDATE from 0.1.0: state and definitions survive,
+-- the new functions appear.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT ratelimit_define('up', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}');
+SELECT ok, remaining FROM ratelimit_limit('up', 'u', count => 4);
+ALTER EXTENSION ratelimit UPDATE TO '0.2.0';
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+-- The state written by 0.1.0 is still there and still used.
+SELECT value FROM ratelimit_value('up', 'u');
+SELECT ok, remaining FROM ratelimit_limit('up', 'u', count => 6);
+SELECT ok FROM ratelimit_limit('up', 'u');
+-- The same session now writes idle_at (its statements were re-prepared).
+SELECT idle_at IS NOT NULL AS idle_at_written FROM ratelimit_state WHERE name = 'up';
+SELECT * FROM ratelimit_refund('up', 'u', 2);
+SELECT name, ok FROM ratelimit_limit_all('[{"name": "up", "key": "u"}]');
+SELECT ratelimit_cleanup();
+-- The upgraded schema matches a fresh install.
+CREATE TEMP VIEW extension_objects AS
+SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)
+       || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '')
+       || ' public=' || has_function_privilege('public', p.oid, 'EXECUTE')
+       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL) AS object
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
+UNION ALL
+SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition') AND c.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid) FROM pg_index
+WHERE indrelid IN ('ratelimit_state'::regclass, 'ratelimit_definition'::regclass);
+CREATE TEMP TABLE upgraded AS SELECT object FROM extension_objects;
+SELECT object FROM upgraded ORDER BY 1;
+DROP VIEW extension_objects;
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+CREATE TEMP VIEW extension_objects AS
+SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)
+       || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '')
+       || ' public=' || has_function_privilege('public', p.oid, 'EXECUTE')
+       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL) AS object
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
+UNION ALL
+SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition') AND c.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid) FROM pg_index
+WHERE indrelid IN ('ratelimit_state'::regclass, 'ratelimit_definition'::regclass);
+-- Both differences must be empty.
+SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT object FROM extension_objects) d
+UNION ALL
+SELECT 'only fresh', object FROM (SELECT object FROM extension_objects EXCEPT SELECT object FROM upgraded) d;
+DROP VIEW extension_objects;
+RESET ratelimit.now;

@@ -1,0 +1,358 @@
+// The paths that read, lock and write state rows: one limit, a sharded
+// limit, several limits all-or-nothing, and refunds. The core decides; this
+// file only chooses which rows to read or lock, in which order, and stores.
+//
+// Lock order: rows are locked in (name, key, shard) byte order, and a call
+// only ever waits for a row that sorts after every row it already holds, so
+// calls of this extension cannot deadlock each other.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "pg_adapter.h"
+
+extern "C" {
+#include "miscadmin.h"
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#endif
+}
+
+namespace ratelimit_pg {
+namespace {
+
+using ratelimit::ShardDecision;
+using ratelimit::ShardInput;
+
+bool KeepsPrev(const LimitConfig& config) { return config.kind == ratelimit::Kind::kSlidingWindow; }
+
+RowWrite WriteOf(const LimitCall& call, const LimitState& next, Micros idle_at) {
+  return RowWrite{next, KeepsPrev(call.config), idle_at};
+}
+
+LimitId ShardId(const LimitId& id, int shard) {
+  LimitId shard_id = id;
+  shard_id.shard = shard;
+  return shard_id;
+}
+
+// ---- one row ------------------------------------------------------------
+
+Decision DecideNow(const LimitCall& call, const StoredState& stored) {
+  return ratelimit::Decide(call.config, stored.state, ClockNow(), call.origin, call.request);
+}
+
+// Stores a granted decision: insert for a new row, else update if the row is
+// still what was read. False: someone else got there first.
+bool WriteIfUnchanged(const LimitCall& call, const StoredState& stored, const Decision& decision) {
+  RowWrite row = WriteOf(call, decision.next, decision.full_at);
+  if (!stored.state.exists) return InsertState(call.id, row);
+  return UpdateStateIfUnchanged(call.id, stored, row);
+}
+
+// The contended path: lock the row (SELECT ... FOR UPDATE), read the clock
+// after the lock is held, decide and write. Loops only if the row appears or
+// vanishes under us (a concurrent first insert, reset or cleanup).
+Decision ConsumeRowLocked(const LimitCall& call) {
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    StoredState stored = ReadState(call.id, ReadMode::kLock);
+    Decision decision = DecideNow(call, stored);
+    if (!decision.ok || WriteIfUnchanged(call, stored, decision)) return decision;
+  }
+}
+
+// Decides from the latest committed state: a refusal returns without a lock
+// or a write; a grant writes only if the row is unchanged, else the row lock
+// path decides again.
+Decision ConsumeRow(const LimitCall& call) {
+  StoredState stored = ReadState(call.id, ReadMode::kUnlocked);
+  Decision decision = DecideNow(call, stored);
+  if (!decision.ok || WriteIfUnchanged(call, stored, decision)) return decision;
+  return ConsumeRowLocked(call);
+}
+
+// ---- sharded limits -----------------------------------------------------
+
+ShardDecision DecideShardsNow(const LimitCall& call, const ShardInput* inputs, int count) {
+  return ratelimit::DecideShards(ratelimit::ShardConfig(call.config), inputs, count, ClockNow(), call.origin,
+                                 call.request, call.config.shards);
+}
+
+// Writes the shard rows a granted decision takes from (all locked by us).
+void WriteShards(const LimitCall& call, const ShardInput* inputs, const ShardDecision& decision) {
+  for (int i = 0; i < decision.count; ++i) {
+    const ratelimit::ShardWrite& write = decision.writes[i];
+    if (write.write) UpdateLockedState(ShardId(call.id, inputs[i].shard), WriteOf(call, write.next, write.full_at));
+  }
+}
+
+// Reads or locks one shard row; false if it is busy (skip-locked) or missing.
+bool ReadShard(const LimitCall& call, int shard, ReadMode mode, ShardInput* out) {
+  StoredState stored = ReadState(ShardId(call.id, shard), mode);
+  out->shard = shard;
+  out->state = stored.state;
+  return stored.state.exists;
+}
+
+// Creates every shard row of a never-used sharded limit in its initial
+// state, which is the same as no row (so nothing observable is written).
+void MaterializeAllShards(const LimitCall& call) {
+  LimitConfig shard_config = ratelimit::ShardConfig(call.config);
+  Micros now = ClockNow();
+  LimitState initial = ratelimit::InitialState(shard_config, now, call.origin);
+  MaterializeShards(call.id, call.config.shards, WriteOf(call, initial, now));
+}
+
+// Decides with the locked shards, writes a grant, and reports it.
+Decision DecideAndWriteShards(const LimitCall& call, const ShardInput* inputs, int count) {
+  ShardDecision decision = DecideShardsNow(call, inputs, count);
+  if (decision.summary.ok) WriteShards(call, inputs, decision);
+  return decision.summary;
+}
+
+bool AloneSuffices(const LimitCall& call, const ShardInput& input) {
+  return DecideShardsNow(call, &input, 1).summary.ok;
+}
+
+// Locks the candidates (a < b) and decides: take a free shard without
+// waiting where possible, and wait only for rows that sort after every row
+// already held. False: a row vanished (reset or cleanup); start again.
+bool ConsumeShardsLocked(const LimitCall& call, const int candidate[2], const ShardInput fast[2], Decision* out) {
+  ShardInput locked[2];
+  if (ReadShard(call, candidate[0], ReadMode::kLockSkipLocked, &locked[0])) {
+    if (!ReadShard(call, candidate[1], ReadMode::kLockSkipLocked, &locked[1])) {
+      if (AloneSuffices(call, locked[0])) {
+        *out = DecideAndWriteShards(call, locked, 1);
+        return true;
+      }
+      if (!ReadShard(call, candidate[1], ReadMode::kLock, &locked[1])) return false;
+    }
+  } else if (AloneSuffices(call, fast[1]) &&
+             ReadShard(call, candidate[1], ReadMode::kLockSkipLocked, &locked[0])) {
+    *out = DecideAndWriteShards(call, locked, 1);
+    return true;
+  } else if (!ReadShard(call, candidate[0], ReadMode::kLock, &locked[0]) ||
+             !ReadShard(call, candidate[1], ReadMode::kLock, &locked[1])) {
+    return false;
+  }
+  *out = DecideAndWriteShards(call, locked, 2);
+  return true;
+}
+
+// The power of two choices: decide on two random shards from the committed
+// state (a refusal ends there), then lock and decide again.
+Decision ConsumeSharded(const LimitCall& call) {
+  int candidate[2];
+  ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), candidate);
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    ShardInput fast[2];
+    bool all_exist = ReadShard(call, candidate[0], ReadMode::kUnlocked, &fast[0]);
+    all_exist = ReadShard(call, candidate[1], ReadMode::kUnlocked, &fast[1]) && all_exist;
+    ShardDecision decision = DecideShardsNow(call, fast, 2);
+    if (!decision.summary.ok) return decision.summary;
+    if (!all_exist) MaterializeAllShards(call);
+    Decision out;
+    if (ConsumeShardsLocked(call, candidate, fast, &out)) return out;
+  }
+}
+
+// Every shard's row (shard i at index i), palloc'd.
+ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
+  ShardInput* all = static_cast<ShardInput*>(palloc(sizeof(ShardInput) * call.config.shards));
+  ReadAllShards(call.id, lock, call.config.shards, all);
+  return all;
+}
+
+// ---- several limits, all or nothing --------------------------------------
+
+// One row to lock for ratelimit_limit_all, and its state as entries take from it.
+struct LockedRow {
+  LimitId id;
+  LimitConfig config;  // of the first entry using the row (for materializing)
+  Micros origin;
+  LimitState current;
+  bool dirty;
+  bool keep_prev;
+  Micros idle_at;
+};
+
+// The rows one entry uses: its row, or its two candidate shards.
+struct EntryRows {
+  int count;
+  int shard[2];
+  int row[2];
+};
+
+// Byte order of (name, key NULL first, shard): the canonical lock order.
+int CompareRows(const void* left, const void* right) {
+  const LimitId& a = static_cast<const LockedRow*>(left)->id;
+  const LimitId& b = static_cast<const LockedRow*>(right)->id;
+  int c = std::memcmp(a.name, b.name, std::min(a.name_len, b.name_len));
+  if (c != 0 || a.name_len != b.name_len) return c != 0 ? c : (a.name_len < b.name_len ? -1 : 1);
+  if ((a.key == nullptr) != (b.key == nullptr)) return a.key == nullptr ? -1 : 1;
+  if (a.key != nullptr) {
+    c = std::memcmp(a.key, b.key, std::min(a.key_len, b.key_len));
+    if (c != 0 || a.key_len != b.key_len) return c != 0 ? c : (a.key_len < b.key_len ? -1 : 1);
+  }
+  return a.shard - b.shard;
+}
+
+// The unlocked decision of one entry; picks its candidate shards if sharded.
+Decision FastDecision(const LimitCall& call, EntryRows* rows) {
+  if (call.config.shards <= 1) {
+    rows->count = 1;
+    rows->shard[0] = 0;
+    return DecideNow(call, ReadState(call.id, ReadMode::kUnlocked));
+  }
+  rows->count = 2;
+  ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), rows->shard);
+  ShardInput fast[2];
+  ReadShard(call, rows->shard[0], ReadMode::kUnlocked, &fast[0]);
+  ReadShard(call, rows->shard[1], ReadMode::kUnlocked, &fast[1]);
+  return DecideShardsNow(call, fast, 2).summary;
+}
+
+// Locks one row, creating it in its initial state (the same as no row) if
+// it does not exist yet.
+void LockOrCreateRow(LockedRow* row) {
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    StoredState stored = ReadState(row->id, ReadMode::kLock);
+    if (stored.state.exists) {
+      row->current = stored.state;
+      return;
+    }
+    LimitConfig config = row->config.shards > 1 ? ratelimit::ShardConfig(row->config) : row->config;
+    Micros now = ClockNow();
+    LimitState initial = ratelimit::InitialState(config, now, row->origin);
+    InsertState(row->id, RowWrite{initial, row->keep_prev, now});
+  }
+}
+
+// Collects, sorts and deduplicates the rows of all entries, then locks them
+// in canonical order. Returns the number of distinct rows.
+int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow** rows_out) {
+  int total = 0;
+  for (int i = 0; i < count; ++i) total += entries[i].count;
+  LockedRow* rows = static_cast<LockedRow*>(palloc0(sizeof(LockedRow) * total));
+  int n = 0;
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < entries[i].count; ++j)
+      rows[n++] = LockedRow{ShardId(calls[i].id, entries[i].shard[j]), calls[i].config, calls[i].origin,
+                            LimitState{}, false, KeepsPrev(calls[i].config), 0};
+  qsort(rows, n, sizeof(LockedRow), CompareRows);
+  int distinct = 0;
+  for (int i = 0; i < n; ++i)
+    if (distinct == 0 || CompareRows(&rows[distinct - 1], &rows[i]) != 0) rows[distinct++] = rows[i];
+  for (int i = 0; i < distinct; ++i) LockOrCreateRow(&rows[i]);
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < entries[i].count; ++j) {
+      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, false, 0};
+      void* found = std::bsearch(&key, rows, distinct, sizeof(LockedRow), CompareRows);
+      entries[i].row[j] = static_cast<int>(static_cast<LockedRow*>(found) - rows);
+    }
+  *rows_out = rows;
+  return distinct;
+}
+
+// Decides one entry on its locked rows at `now`, applying a grant to them.
+Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, LockedRow* rows, Micros now) {
+  if (entry.count == 1) {
+    LockedRow& row = rows[entry.row[0]];
+    Decision d = ratelimit::Decide(call.config, row.current, now, call.origin, call.request);
+    if (d.ok) row = LockedRow{row.id, row.config, row.origin, d.next, true, row.keep_prev, d.full_at};
+    return d;
+  }
+  ShardInput inputs[2];
+  for (int j = 0; j < 2; ++j) inputs[j] = ShardInput{entry.shard[j], rows[entry.row[j]].current};
+  ShardDecision d = ratelimit::DecideShards(ratelimit::ShardConfig(call.config), inputs, 2, now, call.origin,
+                                            call.request, call.config.shards);
+  for (int j = 0; d.summary.ok && j < 2; ++j) {
+    if (!d.writes[j].write) continue;
+    LockedRow& row = rows[entry.row[j]];
+    row = LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, row.keep_prev, d.writes[j].full_at};
+  }
+  return d.summary;
+}
+
+// Spreads the retry times of refused entries (those with jitter configured).
+void JitterAll(const LimitCall* calls, int count, Decision* out) {
+  for (int i = 0; i < count; ++i) out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], RandomUnit());
+}
+
+}  // namespace
+
+double RandomUnit() {
+#if PG_VERSION_NUM >= 150000
+  return pg_prng_double(&pg_global_prng_state);
+#else
+  return static_cast<double>(random()) / (static_cast<double>(MAX_RANDOM_VALUE) + 1.0);
+#endif
+}
+
+Decision Consume(const LimitCall& call) {
+  Decision decision = call.config.shards > 1 ? ConsumeSharded(call) : ConsumeRow(call);
+  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
+}
+
+Decision Check(const LimitCall& call) {
+  Decision decision;
+  if (call.config.shards > 1) {
+    ShardInput* all = ReadDenseShards(call, false);
+    decision = ratelimit::CheckShards(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
+                                      call.origin, call.request);
+  } else {
+    decision = DecideNow(call, ReadState(call.id, ReadMode::kUnlocked));
+  }
+  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
+}
+
+ratelimit::Reading CurrentValue(const LimitCall& call) {
+  if (call.config.shards <= 1)
+    return ratelimit::ValueAt(call.config, ReadState(call.id, ReadMode::kUnlocked).state, ClockNow(), call.origin);
+  ShardInput* all = ReadDenseShards(call, false);
+  return ratelimit::TotalValueAt(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
+                                 call.origin);
+}
+
+Decision RefundTokens(const LimitCall& call, double amount) {
+  if (call.config.shards <= 1) {
+    StoredState stored = ReadState(call.id, ReadMode::kLock);
+    Decision decision = ratelimit::Refund(call.config, stored.state, ClockNow(), call.origin, amount);
+    if (stored.state.exists) UpdateLockedState(call.id, WriteOf(call, decision.next, decision.full_at));
+    return decision;
+  }
+  ShardInput* all = ReadDenseShards(call, true);
+  auto* writes = static_cast<ratelimit::ShardWrite*>(palloc0(sizeof(ratelimit::ShardWrite) * call.config.shards));
+  Decision summary = ratelimit::RefundShards(ratelimit::ShardConfig(call.config), all, call.config.shards,
+                                             ClockNow(), call.origin, amount, writes);
+  for (int i = 0; i < call.config.shards; ++i)
+    if (writes[i].write && all[i].state.exists)
+      UpdateLockedState(ShardId(call.id, i), WriteOf(call, writes[i].next, writes[i].full_at));
+  return summary;
+}
+
+void ConsumeAll(LimitCall* calls, int count, Decision* out) {
+  if (count == 0) return;
+  EntryRows* entries = static_cast<EntryRows*>(palloc0(sizeof(EntryRows) * count));
+  bool all_ok = true;
+  for (int i = 0; i < count; ++i) {
+    out[i] = FastDecision(calls[i], &entries[i]);
+    all_ok = all_ok && out[i].ok;
+  }
+  if (!all_ok) return JitterAll(calls, count, out);  // refused from the committed state: no lock, no write
+  LockedRow* rows = nullptr;
+  int distinct = LockAllRows(calls, count, entries, &rows);
+  Micros now = ClockNow();
+  for (int i = 0; i < count; ++i) {
+    out[i] = DecideEntryLocked(calls[i], entries[i], rows, now);
+    all_ok = all_ok && out[i].ok;
+  }
+  if (!all_ok) return JitterAll(calls, count, out);  // one refused under the locks: consume none
+  for (int i = 0; i < distinct; ++i)
+    if (rows[i].dirty) UpdateLockedState(rows[i].id, RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
+}
+
+}  // namespace ratelimit_pg
