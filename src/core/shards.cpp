@@ -192,6 +192,16 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
   return out;
 }
 
+Decision ContendedRefusal(const Decision& decision, Micros now) noexcept {
+  if (!decision.ok) return decision;
+  Decision d = decision;
+  d.ok = false;
+  d.has_retry = true;
+  d.retry_at = now + 1;
+  d.retry_after = Seconds(1);
+  return d;
+}
+
 Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,
                      Micros origin) noexcept {
   Reading total{0, now};

@@ -45,6 +45,11 @@ struct ShardDecision {
 ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
                            Micros origin, const Request& request, int total_shards) noexcept;
 
+// A refusal for a call whose second shard is held by another transaction
+// and that may not wait for it (lock order): retry at once, 1 µs later,
+// unless the decision itself already says when.
+Decision ContendedRefusal(const Decision& decision, Micros now) noexcept;
+
 // The tokens available now summed over all shards. all[i] is shard i
 // (state.exists false: no row, so full). ts as ValueAt reports it.
 Reading TotalValueAt(const LimitConfig& shard_config, const ShardInput* all, int total_shards, Micros now,

@@ -104,7 +104,7 @@ void MaterializeAllShards(const LimitCall& call) {
   MaterializeShards(call.id, call.config.shards, WriteOf(call, initial, now));
 }
 
-// Decides with the locked shards, writes a grant, and reports it.
+// Decides with the locked shards (one or two), writes a grant, reports it.
 Decision DecideAndWriteShards(const LimitCall& call, const ShardInput* inputs, int count) {
   ShardDecision decision = DecideShardsNow(call, inputs, count);
   if (decision.summary.ok) WriteShards(call, inputs, decision);
@@ -115,29 +115,56 @@ bool AloneSuffices(const LimitCall& call, const ShardInput& input) {
   return DecideShardsNow(call, &input, 1).summary.ok;
 }
 
-// Locks the candidates (a < b) and decides: take a free shard without
-// waiting where possible, and wait only for rows that sort after every row
-// already held. False: a row vanished (reset or cleanup); start again.
-bool ConsumeShardsLocked(const LimitCall& call, const int candidate[2], const ShardInput fast[2], Decision* out) {
-  ShardInput locked[2];
-  if (ReadShard(call, candidate[0], ReadMode::kLockSkipLocked, &locked[0])) {
-    if (!ReadShard(call, candidate[1], ReadMode::kLockSkipLocked, &locked[1])) {
-      if (AloneSuffices(call, locked[0])) {
-        *out = DecideAndWriteShards(call, locked, 1);
-        return true;
-      }
-      if (!ReadShard(call, candidate[1], ReadMode::kLock, &locked[1])) return false;
-    }
-  } else if (AloneSuffices(call, fast[1]) &&
-             ReadShard(call, candidate[1], ReadMode::kLockSkipLocked, &locked[0])) {
-    *out = DecideAndWriteShards(call, locked, 1);
-    return true;
-  } else if (!ReadShard(call, candidate[0], ReadMode::kLock, &locked[0]) ||
-             !ReadShard(call, candidate[1], ReadMode::kLock, &locked[1])) {
-    return false;
+// The shard a decision on two shards takes from when it needs only one, or
+// -1 when it takes from both.
+int SingleShardUsed(const ShardDecision& decision) {
+  if (decision.writes[0].write != decision.writes[1].write) return decision.writes[0].write ? 0 : 1;
+  return -1;
+}
+
+enum class Outcome { kDone, kRestart };
+
+// Both shards are needed and `held` is locked: lock the other one, waiting
+// only if it sorts after `held` (canonical order), else only if it is free.
+Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast, Decision* out) {
+  bool may_wait = other_fast.shard > held.shard;
+  ShardInput other;
+  if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other)) {
+    if (may_wait) return Outcome::kRestart;  // the row vanished
+    ShardInput pair[2] = {held, other_fast};
+    *out = ratelimit::ContendedRefusal(DecideShardsNow(call, pair, 2).summary, ClockNow());
+    return Outcome::kDone;
   }
-  *out = DecideAndWriteShards(call, locked, 2);
-  return true;
+  ShardInput pair[2] = {held, other};
+  *out = DecideAndWriteShards(call, pair, 2);
+  return Outcome::kDone;
+}
+
+// Takes from one locked shard if it alone suffices now, else from both.
+Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast, Decision* out) {
+  if (AloneSuffices(call, held)) {
+    *out = DecideAndWriteShards(call, &held, 1);
+    return Outcome::kDone;
+  }
+  return TakeFromBoth(call, held, other_fast, out);
+}
+
+// Locks only the shards the decision needs: the preferred shard without
+// waiting, else the other one if it alone would do, else both in canonical
+// order. A call never waits for a row that sorts before one it holds.
+Outcome ConsumeShardsLocked(const LimitCall& call, const ShardInput fast[2], const ShardDecision& planned,
+                            Decision* out) {
+  int preferred = SingleShardUsed(planned);
+  ShardInput held;
+  if (preferred >= 0) {
+    int other = 1 - preferred;
+    if (ReadShard(call, fast[preferred].shard, ReadMode::kLockSkipLocked, &held))
+      return TakeFromLocked(call, held, fast[other], out);
+    if (AloneSuffices(call, fast[other]) && ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held))
+      return TakeFromLocked(call, held, fast[preferred], out);
+  }
+  if (!ReadShard(call, fast[0].shard, ReadMode::kLock, &held)) return Outcome::kRestart;
+  return TakeFromLocked(call, held, fast[1], out);
 }
 
 // The power of two choices: decide on two random shards from the committed
@@ -154,7 +181,7 @@ Decision ConsumeSharded(const LimitCall& call) {
     if (!decision.summary.ok) return decision.summary;
     if (!all_exist) MaterializeAllShards(call);
     Decision out;
-    if (ConsumeShardsLocked(call, candidate, fast, &out)) return out;
+    if (ConsumeShardsLocked(call, fast, decision, &out) == Outcome::kDone) return out;
   }
 }
 
