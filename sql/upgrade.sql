@@ -18,12 +18,13 @@ SELECT idle_at IS NOT NULL AS idle_at_written FROM ratelimit_state WHERE name = 
 SELECT * FROM ratelimit_refund('up', 'u', 2);
 SELECT name, ok FROM ratelimit_limit_all('[{"name": "up", "key": "u"}]');
 SELECT ratelimit_cleanup();
--- The upgraded schema matches a fresh install.
-CREATE TEMP VIEW extension_objects AS
+-- The upgraded schema matches a fresh install. (A SQL function's body is
+-- parsed when called, so this listing does not depend on the extension.)
+CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$
 SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)
        || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '')
        || ' public=' || has_function_privilege('public', p.oid, 'EXECUTE')
-       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL) AS object
+       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL)
 FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
 UNION ALL
@@ -31,31 +32,16 @@ SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypm
 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition') AND c.relnamespace = 'public'::regnamespace
 UNION ALL
-SELECT indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid) FROM pg_index
-WHERE indrelid IN ('ratelimit_state'::regclass, 'ratelimit_definition'::regclass);
-CREATE TEMP TABLE upgraded AS SELECT object FROM extension_objects;
+SELECT i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition')
+$$;
+CREATE TEMP TABLE upgraded AS SELECT object FROM pg_temp.extension_objects() AS object;
 SELECT object FROM upgraded ORDER BY 1;
-DROP VIEW extension_objects;
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
-CREATE TEMP VIEW extension_objects AS
-SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)
-       || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '')
-       || ' public=' || has_function_privilege('public', p.oid, 'EXECUTE')
-       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL) AS object
-FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
-JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
-UNION ALL
-SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
-FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition') AND c.relnamespace = 'public'::regnamespace
-UNION ALL
-SELECT indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid) FROM pg_index
-WHERE indrelid IN ('ratelimit_state'::regclass, 'ratelimit_definition'::regclass);
 -- Both differences must be empty.
-SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT object FROM extension_objects) d
+SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d
 UNION ALL
-SELECT 'only fresh', object FROM (SELECT object FROM extension_objects EXCEPT SELECT object FROM upgraded) d;
-DROP VIEW extension_objects;
+SELECT 'only fresh', object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d;
 RESET ratelimit.now;
