@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: C++ unit tests, then pg_regress and the isolation specs
-# against a throwaway cluster. Installs missing Debian packages first.
+# Runs every test: C++ unit tests, then pg_regress, the isolation specs and
+# the libpqxx client contention tests against a throwaway cluster. Installs
+# missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -27,6 +28,10 @@ if [ $rc -ne 0 ]; then
   for diffs in regression.diffs output_iso/regression.diffs; do [ -f "$diffs" ] && cat "$diffs"; done
 fi
 record $rc "make installcheck"
+
+echo "== libpqxx client contention tests (build/client_tests)"
+rc=0; build/client_tests || rc=$?
+record $rc "client contention tests"
 
 rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"
