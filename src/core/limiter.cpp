@@ -1,7 +1,5 @@
 // The rate-limit maths: token bucket, fixed window, approximated sliding window.
 #include "limiter.h"
-#include "primitives.h"
-#include "shards.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,13 +8,17 @@
 #include <cstring>
 #include <limits>
 
+#include "primitives.h"
+#include "shards.h"
+
 namespace ratelimit {
 
 using detail::CanEverTake;
 using detail::CanTake;
 using detail::FirstWhere;
-using detail::GiveBack;
 using detail::Fits;
+using detail::GiveBack;
+using detail::LeaveAt;
 using detail::SearchLimit;
 using detail::Seconds;
 using detail::TakeFrom;
@@ -78,6 +80,12 @@ double SlidingUsed(const LimitConfig& config, const LimitState& base, Micros t) 
   return std::floor(previous * weight) + current;
 }
 
+// Whether a full limit could grant the request at all: the test every
+// decision makes, on two full shards for a sharded limit.
+bool CanEverGrant(const LimitConfig& config, const Request& request) {
+  return config.shards > 1 ? ShardsCanEverGrant(config, request) : CanEverTake(config, request);
+}
+
 }  // namespace
 
 LimitState InitialState(const LimitConfig& config, Micros now, Micros origin) noexcept {
@@ -119,13 +127,14 @@ bool FiniteAtLeast(double value, double floor, bool inclusive) {
 Status CheckFieldsApply(const LimitConfig& config) {
   const char* kind = KindName(config.kind);
   if (config.has_start && !IsWindowKind(config.kind))
-    return Invalid("Only the window kinds have a start.", "config field \"start\" does not apply to kind \"%s\"", kind);
+    return Invalid("Only the window kinds have a start.",
+                   "config field \"start\" does not apply to kind \"%s\"", kind);
   if (config.kind == Kind::kSlidingWindow && config.has_capacity)
     return Invalid("A sliding window holds at most rate per period.",
                    "config field \"capacity\" does not apply to kind \"%s\"", kind);
   if (config.kind == Kind::kSlidingWindow && config.has_max_reserved)
-    return Invalid("A sliding window cannot reserve.", "config field \"maxReserved\" does not apply to kind \"%s\"",
-                   kind);
+    return Invalid("A sliding window cannot reserve.",
+                   "config field \"maxReserved\" does not apply to kind \"%s\"", kind);
   return Status{};
 }
 
@@ -173,10 +182,14 @@ const char* KindName(Kind kind) noexcept {
 }
 
 Status ValidateConfig(const LimitConfig& config) noexcept {
-  if (!config.has_kind) return Invalid("Use \"token bucket\", \"fixed window\" or \"sliding window\".", "config field \"kind\" is required");
-  if (!config.has_rate) return Invalid("The number of tokens per period.", "config field \"rate\" is required");
+  if (!config.has_kind)
+    return Invalid("Use \"token bucket\", \"fixed window\" or \"sliding window\".",
+                   "config field \"kind\" is required");
+  if (!config.has_rate)
+    return Invalid("The number of tokens per period.", "config field \"rate\" is required");
   if (!config.has_period)
-    return Invalid("Milliseconds as a number, or an interval as a string.", "config field \"period\" is required");
+    return Invalid("Milliseconds as a number, or an interval as a string.",
+                   "config field \"period\" is required");
   if (!FiniteAtLeast(config.rate, 0, false) || config.rate > kMaxMagnitude)
     return Invalid("Rate must be greater than zero and at most 1e300.",
                    "config field \"rate\" must be a number greater than zero and at most 1e300");
@@ -184,15 +197,17 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
     return Invalid("Period must be at least one microsecond and at most 100 years.",
                    "config field \"period\" is out of range");
   if (config.rate / static_cast<double>(config.period) < kMinRatePerMicro)
-    return Invalid("The rate per microsecond is too small to compute with.", "config field \"rate\" is too small");
+    return Invalid("The rate per microsecond is too small to compute with.",
+                   "config field \"rate\" is too small");
   if (config.has_capacity && !(FiniteAtLeast(config.capacity, 0, true) && config.capacity <= kMaxMagnitude))
     return Invalid("Capacity must be a number from 0 to 1e300.", "config field \"capacity\" is out of range");
   if (config.has_max_reserved &&
       !(FiniteAtLeast(config.max_reserved, 0, true) && config.max_reserved <= kMaxMagnitude))
-    return Invalid("maxReserved must be a number from 0 to 1e300.", "config field \"maxReserved\" is out of range");
+    return Invalid("maxReserved must be a number from 0 to 1e300.",
+                   "config field \"maxReserved\" is out of range");
   if (config.has_shards && (config.shards < 1 || config.shards > kMaxShards))
-    return Invalid("A limit is spread over 1 to 1024 rows.", "config field \"shards\" must be between 1 and %d",
-                   kMaxShards);
+    return Invalid("A limit is spread over 1 to 1024 rows.",
+                   "config field \"shards\" must be between 1 and %d", kMaxShards);
   if (config.has_jitter && !config.jitter_is_period && (config.jitter <= 0 || config.jitter > kHorizonMicros))
     return Invalid("Use true for up to one period, or a positive duration.",
                    "config field \"jitter\" must be a positive duration");
@@ -212,19 +227,27 @@ Status ValidateRequest(const LimitConfig& config, const Request& request) noexce
   if (request.reserve && config.kind == Kind::kSlidingWindow)
     return Invalid("Only token bucket and fixed window limits can reserve.",
                    "reserve does not apply to kind \"sliding window\"");
-  bool possible = config.shards > 1 ? ShardsCanEverGrant(config, request) : CanEverTake(config, request);
-  double most = MostGrantable(config, request.reserve);
-  if (!possible)
-    return Invalid(request.reserve ? "The count exceeds capacity plus maxReserved, so it can never be granted."
-                                   : "The count exceeds the limit's capacity, so it can never be granted.",
-                   "count %g can never succeed: at most %g fits", request.count, most);
+  if (!CanEverGrant(config, request)) {
+    double most = MostGrantable(config, request.reserve);
+    return Invalid(request.reserve
+                       ? "The count exceeds capacity plus maxReserved, so it can never be granted."
+                       : "The count exceeds the limit's capacity, so it can never be granted.",
+                   "count %g can never succeed: at most %.17g fits", request.count, most);
+  }
   return Status{};
 }
 
 double MostGrantable(const LimitConfig& config, bool reserve) noexcept {
-  if (config.shards <= 1) return Capacity(config) + (reserve ? MaxDeficit(config) : 0);
-  LimitConfig shard = ShardConfig(config);
-  return 2 * (Capacity(shard) + (reserve ? MaxDeficit(shard) : 0));
+  double most = Capacity(config) + (reserve ? MaxDeficit(config) : 0);
+  if (config.shards > 1) {
+    LimitConfig shard = ShardConfig(config);
+    most = 2 * (Capacity(shard) + (reserve ? MaxDeficit(shard) : 0));
+  }
+  // The sum may round a step above what the decisions accept: step down to
+  // the largest count the same test grants, so the number in messages is exact.
+  for (int step = 0; step < 16 && most > 0 && !CanEverGrant(config, Request{most, reserve}); ++step)
+    most = std::nextafter(most, 0.0);
+  return most;
 }
 
 double Capacity(const LimitConfig& config) noexcept {
@@ -242,7 +265,8 @@ double MaxDeficit(const LimitConfig& config) noexcept {
   return std::min({given, refillable, kMaxMagnitude});
 }
 
-std::uint64_t LimitHash(const char* name, std::size_t name_len, const char* key, std::size_t key_len) noexcept {
+std::uint64_t LimitHash(const char* name, std::size_t name_len, const char* key,
+                        std::size_t key_len) noexcept {
   std::uint64_t hash = 14695981039346656037ULL;
   auto mix = [&hash](const char* bytes, std::size_t len) {
     for (std::size_t i = 0; i < len; ++i) {
@@ -302,6 +326,12 @@ LimitState TakeFrom(const LimitConfig& config, const View& view, double take) no
   return LimitState{true, view.current + take, view.window_start, view.previous};
 }
 
+LimitState LeaveAt(const LimitConfig& config, const View& view, double level) noexcept {
+  if (config.kind == Kind::kSlidingWindow) return TakeFrom(config, view, view.avail - level);
+  Micros ts = config.kind == Kind::kTokenBucket ? view.eff : view.window_start;
+  return LimitState{true, level, ts, 0};
+}
+
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept {
   if (config.kind == Kind::kSlidingWindow)
     return LimitState{true, std::max(0.0, view.current - amount), view.window_start, view.previous};
@@ -325,9 +355,8 @@ Micros WhenAvailable(const LimitConfig& config, const View& view, double count, 
     return std::max(view.eff, base.ts + windows * config.period);
   }
   Micros slid_out = view.window_start + 2 * config.period;  // both windows are empty by then
-  return FirstWhere(view.eff, std::max(view.eff, slid_out), [&](Micros t) {
-    return SlidingUsed(config, base, t) + count <= config.rate;
-  });
+  return FirstWhere(view.eff, std::max(view.eff, slid_out),
+                    [&](Micros t) { return SlidingUsed(config, base, t) + count <= config.rate; });
 }
 
 }  // namespace detail

@@ -68,7 +68,7 @@ struct Request {
 // seconds measured from the clock the caller passed in.
 struct Decision {
   bool ok = false;
-  LimitState next;        // the state to store; meaningful only when ok
+  LimitState next;         // the state to store; meaningful only when ok
   bool has_retry = false;  // refused, or ok but reserved for later
   Micros retry_at = 0;
   double retry_after = 0;  // seconds; > 0 whenever has_retry
@@ -122,8 +122,8 @@ double MaxDeficit(const LimitConfig& config) noexcept;
 // The origin the windows of one (name, key) are aligned to, in [0, period):
 // config start when given, else the stable hash of (name, key) mod period.
 // key == nullptr means the NULL (global) key.
-Micros WindowOrigin(const LimitConfig& config, const char* name, std::size_t name_len,
-                    const char* key, std::size_t key_len) noexcept;
+Micros WindowOrigin(const LimitConfig& config, const char* name, std::size_t name_len, const char* key,
+                    std::size_t key_len) noexcept;
 
 // FNV-1a 64 over name, then (only for a non-NULL key) a zero byte and the key.
 std::uint64_t LimitHash(const char* name, std::size_t name_len, const char* key,
@@ -131,12 +131,11 @@ std::uint64_t LimitHash(const char* name, std::size_t name_len, const char* key,
 
 // Decides one request at clock `now` (the raw clock; the effective now is
 // max(now, state.ts)). config and request must have been validated.
-Decision Decide(const LimitConfig& config, const LimitState& state, Micros now,
-                Micros origin, const Request& request) noexcept;
+Decision Decide(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                const Request& request) noexcept;
 
 // The tokens available at clock `now`, without consuming.
-Reading ValueAt(const LimitConfig& config, const LimitState& state, Micros now,
-                Micros origin) noexcept;
+Reading ValueAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept;
 
 // Gives `count` tokens back: capped at capacity, never below the current
 // value. ok is always true; next is the state to store.

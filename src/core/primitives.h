@@ -35,6 +35,10 @@ inline bool Fits(const LimitConfig& config, const View& view, double count) noex
 // The state to store after taking `take` tokens (may leave a deficit).
 LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept;
 
+// The state to store when the row should be left with exactly `level`
+// tokens (balanced shard takes: both shards end at the level checked).
+LimitState LeaveAt(const LimitConfig& config, const View& view, double level) noexcept;
+
 // The state to store after giving back up to `amount` tokens.
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "primitives.h"
 
@@ -13,6 +14,7 @@ using detail::CanTake;
 using detail::FirstWhere;
 using detail::Fits;
 using detail::GiveBack;
+using detail::LeaveAt;
 using detail::SearchLimit;
 using detail::Seconds;
 using detail::TakeFrom;
@@ -28,7 +30,11 @@ struct TakePlan {
   bool fits = false;  // no deficit is left behind
   double take[2] = {0, 0};
   bool chosen[2] = {false, false};
+  bool balanced = false;  // both shards are left at exactly `level`
+  double level = 0;
 };
+
+constexpr Micros kEarliest = std::numeric_limits<Micros>::min();
 
 // Takes everything from shard i.
 TakePlan Single(int i, double count, bool fits) {
@@ -42,11 +48,12 @@ TakePlan Single(int i, double count, bool fits) {
 
 // Takes from both shards so they end at the same level.
 TakePlan Balanced(const View* views, int hi, int lo, double count, bool fits) {
-  double level = (views[hi].avail + views[lo].avail - count) / 2;
   TakePlan plan;
   plan.ok = true;
   plan.fits = fits;
-  plan.take[lo] = std::max(0.0, views[lo].avail - level);
+  plan.balanced = true;
+  plan.level = (views[hi].avail + views[lo].avail - count) / 2;
+  plan.take[lo] = std::max(0.0, views[lo].avail - plan.level);
   plan.take[hi] = count - plan.take[lo];
   plan.chosen[0] = plan.chosen[1] = true;
   return plan;
@@ -103,12 +110,14 @@ void ApplyPlan(const LimitConfig& config, const View* views, const TakePlan& pla
     if (plan.chosen[i]) {
       ShardWrite& write = out->writes[i];
       write.write = true;
-      write.next = TakeFrom(config, views[i], plan.take[i]);
+      write.next =
+          plan.balanced ? LeaveAt(config, views[i], plan.level) : TakeFrom(config, views[i], plan.take[i]);
       stored = ViewAt(config, write.next, views[i].eff, origin);
       write.full_at = WhenAvailable(config, stored, Capacity(config));
-      if (!plan.fits) out->summary.retry_at = std::max(out->summary.retry_at, WhenAvailable(config, stored, 0));
+      if (!plan.fits)
+        out->summary.retry_at = std::max(out->summary.retry_at, WhenAvailable(config, stored, 0));
     }
-    left += plan.chosen[i] ? views[i].avail - plan.take[i] : views[i].avail;
+    left += plan.balanced ? plan.level : (plan.chosen[i] ? views[i].avail - plan.take[i] : views[i].avail);
     out->summary.full_at = std::max(out->summary.full_at, WhenAvailable(config, stored, Capacity(config)));
   }
   out->summary.ok = true;
@@ -116,23 +125,43 @@ void ApplyPlan(const LimitConfig& config, const View* views, const TakePlan& pla
   out->summary.remaining = left * total_shards / out->count;
 }
 
-// Water-filling: the level L such that raising every shard below L up to L
-// (never above capacity) spends `amount`. Sorts `values` in place.
-double WaterLevel(double* values, int count, double capacity, double amount) {
-  if (count <= 0) return capacity;
-  std::sort(values, values + count);
-  double level = values[0];
-  double left = amount;
-  int below = 1;
-  while (level < capacity) {
-    while (below < count && values[below] <= level) ++below;
-    double next = below < count ? std::min(values[below], capacity) : capacity;
-    double need = (next - level) * below;
-    if (need >= left) return level + left / below;
-    left -= need;
-    level = next;
+// How much raising every shard below `level` up to it (each capped at its
+// own ceiling) gives in total.
+double GivenAtLevel(const double* avail, const double* ceiling, int count, double level) {
+  double total = 0;
+  for (int i = 0; i < count; ++i) total += std::clamp(level - avail[i], 0.0, ceiling[i] - avail[i]);
+  return total;
+}
+
+// Water-filling: the level L such that raising every shard below L up to L,
+// never above its own ceiling, gives `amount` in total. The total is
+// piecewise linear in L with breaks at the avails and ceilings, so L is
+// found exactly on the segment where it crosses `amount`.
+double WaterLevel(const double* avail, const double* ceiling, int count, double amount) {
+  double breaks[2 * kMaxShards];
+  for (int i = 0; i < count; ++i) {
+    breaks[2 * i] = avail[i];
+    breaks[2 * i + 1] = ceiling[i];
   }
-  return capacity;
+  std::sort(breaks, breaks + 2 * count);
+  double level = breaks[0];
+  double given = 0;
+  if (amount <= 0) return level;
+  for (int b = 1; b < 2 * count; ++b) {
+    if (breaks[b] <= level) continue;
+    double next = GivenAtLevel(avail, ceiling, count, breaks[b]);
+    if (next >= amount) return level + (amount - given) * (breaks[b] - level) / (next - given);
+    level = breaks[b];
+    given = next;
+  }
+  return level;
+}
+
+// The most a shard can take back: up to capacity; a sliding window only as
+// much as its current window counted.
+double RefundCeiling(const LimitConfig& config, const View& view) {
+  double room = config.kind == Kind::kSlidingWindow ? view.current : Capacity(config) - view.avail;
+  return view.avail + std::max(0.0, room);
 }
 
 }  // namespace
@@ -174,6 +203,7 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
   ViewsAt(shard_config, inputs, count, now, origin, views);
   ShardDecision out;
   out.count = count;
+  out.summary.retry_at = out.summary.full_at = kEarliest;
   TakePlan plan = PlanTakes(shard_config, views, count, request);
   if (plan.ok) {
     ApplyPlan(shard_config, views, plan, origin, total_shards, &out);
@@ -181,11 +211,13 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
     double avail = 0;
     for (int i = 0; i < count; ++i) {
       avail += views[i].avail;
-      out.summary.full_at = std::max(out.summary.full_at, WhenAvailable(shard_config, views[i], Capacity(shard_config)));
+      out.summary.full_at =
+          std::max(out.summary.full_at, WhenAvailable(shard_config, views[i], Capacity(shard_config)));
     }
     out.summary.remaining = avail * total_shards / count;
     out.summary.has_retry = true;
-    out.summary.retry_at = WhenGrantable(shard_config, views, count, LatestEff(views, count), origin, request);
+    out.summary.retry_at =
+        WhenGrantable(shard_config, views, count, LatestEff(views, count), origin, request);
   }
   if (out.summary.has_retry) out.summary.retry_after = Seconds(out.summary.retry_at - now);
   out.summary.reset_after = Seconds(std::max<Micros>(0, out.summary.full_at - now));
@@ -230,7 +262,8 @@ Decision CheckShards(const LimitConfig& shard_config, const ShardInput* all, int
     }
   }
   ShardInput pair[2] = {all[best[0]], all[best[1] < 0 ? best[0] : best[1]]};
-  Decision d = DecideShards(shard_config, pair, best[1] < 0 ? 1 : 2, now, origin, request, total_shards).summary;
+  Decision d =
+      DecideShards(shard_config, pair, best[1] < 0 ? 1 : 2, now, origin, request, total_shards).summary;
   d.remaining = TotalValueAt(shard_config, all, total_shards, now, origin).value;
   return d;
 }
@@ -238,15 +271,20 @@ Decision CheckShards(const LimitConfig& shard_config, const ShardInput* all, int
 Decision RefundShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
                       Micros origin, double amount, ShardWrite* out) noexcept {
   double avail[kMaxShards];
-  double sorted[kMaxShards];
+  double ceiling[kMaxShards];
   count = std::min(count, kMaxShards);
-  for (int i = 0; i < count; ++i) sorted[i] = avail[i] = ViewAt(shard_config, inputs[i].state, now, origin).avail;
-  double level = WaterLevel(sorted, count, Capacity(shard_config), amount);
-  Decision summary;
-  summary.ok = true;
   for (int i = 0; i < count; ++i) {
     View v = ViewAt(shard_config, inputs[i].state, now, origin);
-    double give = std::max(0.0, std::min(level, Capacity(shard_config)) - avail[i]);
+    avail[i] = v.avail;
+    ceiling[i] = RefundCeiling(shard_config, v);
+  }
+  double level = count > 0 ? WaterLevel(avail, ceiling, count, amount) : 0;
+  Decision summary;
+  summary.ok = true;
+  summary.full_at = kEarliest;
+  for (int i = 0; i < count; ++i) {
+    View v = ViewAt(shard_config, inputs[i].state, now, origin);
+    double give = std::clamp(level - avail[i], 0.0, ceiling[i] - avail[i]);
     out[i] = ShardWrite{};
     if (give > 0) {
       out[i].write = true;

@@ -45,8 +45,8 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
 
 void DefineClockGuc() {
   DefineCustomStringVariable("ratelimit.now", "Freezes the rate limiter's clock (for tests).",
-                             "A timestamptz; empty means clock_timestamp().", &frozen_now_text, "", PGC_SUSET, 0,
-                             CheckFrozenNow, nullptr, nullptr);
+                             "A timestamptz; empty means clock_timestamp().", &frozen_now_text, "", PGC_SUSET,
+                             0, CheckFrozenNow, nullptr, nullptr);
 }
 
 Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }
@@ -54,7 +54,8 @@ Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }
 TimestampTz TimestamptzFromUnix(Micros micros) { return micros - kPostgresEpochOffset; }
 
 Micros ClockNow() {
-  if (frozen_now_text == nullptr || frozen_now_text[0] == '\0') return UnixFromTimestamptz(GetCurrentTimestamp());
+  if (frozen_now_text == nullptr || frozen_now_text[0] == '\0')
+    return UnixFromTimestamptz(GetCurrentTimestamp());
   Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(frozen_now_text),
                                      ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
   return UnixFromTimestamptz(DatumGetTimestampTz(parsed));

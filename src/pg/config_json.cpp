@@ -24,8 +24,8 @@ constexpr double kMaxAbsMicros = 4.6e18;
 
 // Raises the 22023 error every config problem uses.
 [[noreturn]] void RaiseConfigError(const char* field, const char* problem, const char* detail) {
-  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                  errmsg("config field \"%s\" %s", field, problem), detail ? errdetail("%s", detail) : 0));
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("config field \"%s\" %s", field, problem),
+                  detail ? errdetail("%s", detail) : 0));
   pg_unreachable();
 }
 
@@ -49,7 +49,8 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
   volatile Datum result = 0;
   PG_TRY();
   {
-    result = DirectFunctionCall3(input, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+    result =
+        DirectFunctionCall3(input, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
   }
   PG_CATCH();
   {
@@ -59,8 +60,9 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
   }
   PG_END_TRY();
   if (failure != nullptr)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("config field \"%s\" must be %s", field, expected), errdetail("%s", failure->message)));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("config field \"%s\" must be %s", field, expected), errdetail("%s", failure->message)));
   return result;
 }
 
@@ -138,7 +140,8 @@ void ApplyJitterField(const JsonbValue& value, LimitConfig* config) {
     return;
   }
   if (value.type != jbvNumeric && value.type != jbvString)
-    RaiseConfigError("jitter", "must be true, false, a number of milliseconds or an interval string", nullptr);
+    RaiseConfigError("jitter", "must be true, false, a number of milliseconds or an interval string",
+                     nullptr);
   config->jitter = RequireDuration("jitter", value);
 }
 

@@ -83,7 +83,8 @@ ShardDecision DecideShardsNow(const LimitCall& call, const ShardInput* inputs, i
 void WriteShards(const LimitCall& call, const ShardInput* inputs, const ShardDecision& decision) {
   for (int i = 0; i < decision.count; ++i) {
     const ratelimit::ShardWrite& write = decision.writes[i];
-    if (write.write) UpdateLockedState(ShardId(call.id, inputs[i].shard), WriteOf(call, write.next, write.full_at));
+    if (write.write)
+      UpdateLockedState(ShardId(call.id, inputs[i].shard), WriteOf(call, write.next, write.full_at));
   }
 }
 
@@ -126,7 +127,8 @@ enum class Outcome { kDone, kRestart };
 
 // Both shards are needed and `held` is locked: lock the other one, waiting
 // only if it sorts after `held` (canonical order), else only if it is free.
-Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast, Decision* out) {
+Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast,
+                     Decision* out) {
   bool may_wait = other_fast.shard > held.shard;
   ShardInput other;
   if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other)) {
@@ -141,7 +143,8 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardI
 }
 
 // Takes from one locked shard if it alone suffices now, else from both.
-Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast, Decision* out) {
+Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast,
+                       Decision* out) {
   if (AloneSuffices(call, held)) {
     *out = DecideAndWriteShards(call, &held, 1);
     return Outcome::kDone;
@@ -160,7 +163,8 @@ Outcome ConsumeShardsLocked(const LimitCall& call, const ShardInput fast[2], con
     int other = 1 - preferred;
     if (ReadShard(call, fast[preferred].shard, ReadMode::kLockSkipLocked, &held))
       return TakeFromLocked(call, held, fast[other], out);
-    if (AloneSuffices(call, fast[other]) && ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held))
+    if (AloneSuffices(call, fast[other]) &&
+        ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held))
       return TakeFromLocked(call, held, fast[preferred], out);
   }
   if (!ReadShard(call, fast[0].shard, ReadMode::kLock, &held)) return Outcome::kRestart;
@@ -267,8 +271,13 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
   int n = 0;
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < entries[i].count; ++j)
-      rows[n++] = LockedRow{ShardId(calls[i].id, entries[i].shard[j]), calls[i].config, calls[i].origin,
-                            LimitState{}, false, KeepsPrev(calls[i].config), 0};
+      rows[n++] = LockedRow{ShardId(calls[i].id, entries[i].shard[j]),
+                            calls[i].config,
+                            calls[i].origin,
+                            LimitState{},
+                            false,
+                            KeepsPrev(calls[i].config),
+                            0};
   qsort(rows, n, sizeof(LockedRow), CompareRows);
   int distinct = 0;
   for (int i = 0; i < n; ++i)
@@ -299,7 +308,8 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   for (int j = 0; d.summary.ok && j < 2; ++j) {
     if (!d.writes[j].write) continue;
     LockedRow& row = rows[entry.row[j]];
-    row = LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, row.keep_prev, d.writes[j].full_at};
+    row =
+        LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, row.keep_prev, d.writes[j].full_at};
   }
   return d.summary;
 }
@@ -328,8 +338,8 @@ Decision Check(const LimitCall& call) {
   Decision decision;
   if (call.config.shards > 1) {
     ShardInput* all = ReadDenseShards(call, false);
-    decision = ratelimit::CheckShards(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
-                                      call.origin, call.request);
+    decision = ratelimit::CheckShards(ratelimit::ShardConfig(call.config), all, call.config.shards,
+                                      ClockNow(), call.origin, call.request);
   } else {
     decision = DecideNow(call, ReadState(call.id, ReadMode::kUnlocked));
   }
@@ -338,7 +348,8 @@ Decision Check(const LimitCall& call) {
 
 ratelimit::Reading CurrentValue(const LimitCall& call) {
   if (call.config.shards <= 1)
-    return ratelimit::ValueAt(call.config, ReadState(call.id, ReadMode::kUnlocked).state, ClockNow(), call.origin);
+    return ratelimit::ValueAt(call.config, ReadState(call.id, ReadMode::kUnlocked).state, ClockNow(),
+                              call.origin);
   ShardInput* all = ReadDenseShards(call, false);
   return ratelimit::TotalValueAt(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
                                  call.origin);
@@ -352,7 +363,8 @@ Decision RefundTokens(const LimitCall& call, double amount) {
     return decision;
   }
   ShardInput* all = ReadDenseShards(call, true);
-  auto* writes = static_cast<ratelimit::ShardWrite*>(palloc0(sizeof(ratelimit::ShardWrite) * call.config.shards));
+  auto* writes =
+      static_cast<ratelimit::ShardWrite*>(palloc0(sizeof(ratelimit::ShardWrite) * call.config.shards));
   Decision summary = ratelimit::RefundShards(ratelimit::ShardConfig(call.config), all, call.config.shards,
                                              ClockNow(), call.origin, amount, writes);
   for (int i = 0; i < call.config.shards; ++i)
@@ -379,7 +391,8 @@ void ConsumeAll(LimitCall* calls, int count, Decision* out) {
   }
   if (!all_ok) return JitterAll(calls, count, out);  // one refused under the locks: consume none
   for (int i = 0; i < distinct; ++i)
-    if (rows[i].dirty) UpdateLockedState(rows[i].id, RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
+    if (rows[i].dirty)
+      UpdateLockedState(rows[i].id, RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
 }
 
 }  // namespace ratelimit_pg

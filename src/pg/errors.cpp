@@ -44,7 +44,8 @@ char* RefusalDetailJson(const LimitId& id, const Decision& decision) {
   appendStringInfoString(&buf, float8out_internal(decision.retry_after));
   AppendJsonKey(&buf, "retry_at", false);
   char iso[MAXDATELEN + 1];
-  JsonEncodeDateTime(iso, TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at)), TIMESTAMPTZOID, nullptr);
+  JsonEncodeDateTime(iso, TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at)), TIMESTAMPTZOID,
+                     nullptr);
   escape_json(&buf, iso);
   AppendJsonKey(&buf, "remaining", false);
   appendStringInfoString(&buf, float8out_internal(decision.remaining));

@@ -147,7 +147,8 @@ Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
   ratelimit::Reading reading = CurrentValue(call);
   DisconnectStorage();
   MemoryContext old = MemoryContextSwitchTo(cxt);
-  Datum values[2] = {Float8GetDatum(reading.value + 0.0), TimestampTzGetDatum(TimestamptzFromUnix(reading.ts))};
+  Datum values[2] = {Float8GetDatum(reading.value + 0.0),
+                     TimestampTzGetDatum(TimestamptzFromUnix(reading.ts))};
   bool nulls[2] = {false, false};
   Datum row = HeapTupleGetDatum(heap_form_tuple(ResultDesc(fcinfo), values, nulls));
   MemoryContextSwitchTo(old);
@@ -162,8 +163,9 @@ bool KeyIs(const JsonbValue& key, const char* name) {
 }
 
 [[noreturn]] void RaiseEntryError(int index, const char* problem) {
-  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits[%d]: %s", index, problem),
-                  errdetail("Each element is an object with name, and optionally key, config, count and reserve.")));
+  ereport(ERROR,
+          (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits[%d]: %s", index, problem),
+           errdetail("Each element is an object with name, and optionally key, config, count and reserve.")));
   pg_unreachable();
 }
 
@@ -171,7 +173,8 @@ bool KeyIs(const JsonbValue& key, const char* name) {
 void SetIdFromJson(int index, const JsonbValue& value, const char* what, bool nullable, text** field,
                    const char** bytes, int* len) {
   if (nullable && value.type == jbvNull) return;
-  if (value.type != jbvString) RaiseEntryError(index, nullable ? "key must be a string or null" : "name must be a string");
+  if (value.type != jbvString)
+    RaiseEntryError(index, nullable ? "key must be a string or null" : "name must be a string");
   SetIdText(cstring_to_text_with_len(value.val.string.val, value.val.string.len), what, field, bytes, len);
 }
 
@@ -195,9 +198,10 @@ void ApplyEntryField(int index, const JsonbValue& key, JsonbValue* value, LimitC
     if (value->type != jbvBool) RaiseEntryError(index, "reserve must be a boolean");
     call->request.reserve = value->val.boolean;
   } else {
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("limits[%d]: unknown field \"%.*s\"", index, key.val.string.len, key.val.string.val),
-                    errdetail("Valid fields are name, key, config, count and reserve.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("limits[%d]: unknown field \"%.*s\"", index, key.val.string.len, key.val.string.val),
+             errdetail("Valid fields are name, key, config, count and reserve.")));
   }
 }
 
@@ -224,8 +228,9 @@ LimitCall EntryFromJson(int index, JsonbValue* element) {
 // Parses the limits array; returns the number of entries.
 int EntriesFromJson(Jsonb* limits, LimitCall** out) {
   if (!JB_ROOT_IS_ARRAY(limits) || JB_ROOT_IS_SCALAR(limits))
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits must be a JSON array"),
-                    errdetail("For example [{\"name\": \"perUser\", \"key\": \"u1\"}, {\"name\": \"global\"}].")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits must be a JSON array"),
+             errdetail("For example [{\"name\": \"perUser\", \"key\": \"u1\"}, {\"name\": \"global\"}].")));
   int count = JB_ROOT_COUNT(limits);
   if (count > kMaxLimitsPerCall)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("too many limits in one call"),

@@ -33,7 +33,13 @@ enum StateStatement {
   kStateStatementCount
 };
 
-enum OtherStatement { kDefinitionLookup, kDefinitionUpsert, kDefinitionDelete, kCleanup, kOtherStatementCount };
+enum OtherStatement {
+  kDefinitionLookup,
+  kDefinitionUpsert,
+  kDefinitionDelete,
+  kCleanup,
+  kOtherStatementCount
+};
 
 // Parameters: $1 name, $2 key, $3 shard (or shard count), $4..$7 new state
 // (value, ts, prev, idle_at), $8..$10 expected state (value, ts, prev).
@@ -47,8 +53,11 @@ struct StatementSpec {
 };
 
 const StatementSpec kStateSpecs[kStateStatementCount] = {
-    {3, "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3"},
-    {3, "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE"},
+    {3,
+     "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3"},
+    {3,
+     "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3 "
+     "FOR UPDATE"},
     {3,
      "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3"
      " FOR UPDATE SKIP LOCKED"},
@@ -57,7 +66,8 @@ const StatementSpec kStateSpecs[kStateStatementCount] = {
      " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals}) ON CONFLICT {conflict} DO NOTHING"},
     {7,
      "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
-     " SELECT $1, {key_value}, s::smallint, $4, $5, $6{idle_vals} FROM pg_catalog.generate_series(0, $3 - 1) AS s"
+     " SELECT $1, {key_value}, s::smallint, $4, $5, $6{idle_vals} FROM pg_catalog.generate_series(0, $3 - 1) "
+     "AS s"
      " ORDER BY s ON CONFLICT {conflict} DO NOTHING"},
     {10,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
@@ -66,9 +76,12 @@ const StatementSpec kStateSpecs[kStateStatementCount] = {
     {7,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
      " WHERE name = $1 AND {key_match} AND shard = $3"},
-    {2, "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY shard"},
     {2,
-     "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY shard"
+     "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY "
+     "shard"},
+    {2,
+     "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY "
+     "shard"
      " FOR UPDATE"},
     {2, "DELETE FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"},
 };
@@ -86,8 +99,8 @@ const StatementSpec kOtherSpecs[kOtherStatementCount] = {
      " WHERE idle_at <= $1 FOR UPDATE SKIP LOCKED)) AND idle_at <= $1"},
 };
 
-Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,   FLOAT8OID,      TIMESTAMPTZOID,
-                        FLOAT8OID,      TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID};
+Oid kStateArgTypes[] = {TEXTOID,   TEXTOID,        INT2OID,   FLOAT8OID,      TIMESTAMPTZOID,
+                        FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID};
 Oid kDefinitionArgTypes[] = {TEXTOID, JSONBOID};
 Oid kCleanupArgTypes[] = {TIMESTAMPTZOID};
 
@@ -122,7 +135,7 @@ struct TemplateValues {
 
 // Expands a statement template's {placeholders}.
 char* ExpandTemplate(const char* sql, const TemplateValues& v) {
-  const char* names[] = {"{schema}", "{key_match}", "{key_value}", "{conflict}",
+  const char* names[] = {"{schema}",    "{key_match}", "{key_value}", "{conflict}",
                          "{idle_cols}", "{idle_vals}", "{idle_set}"};
   const char* values[] = {v.schema,
                           v.null_key ? "key IS NULL" : "key = $2",
@@ -238,7 +251,8 @@ void PrepareStorage(Oid extension_namespace) {
   TemplateValues values{quote_identifier(schema), false, has_idle_at};
   for (int variant = 0; variant < 2; ++variant) {
     values.null_key = variant == 1;
-    for (int s = 0; s < kStateStatementCount; ++s) state_plans[variant][s] = KeepPlan(kStateSpecs[s], kStateArgTypes, values);
+    for (int s = 0; s < kStateStatementCount; ++s)
+      state_plans[variant][s] = KeepPlan(kStateSpecs[s], kStateArgTypes, values);
   }
   values.null_key = false;
   for (int s = 0; s < kCleanup; ++s) other_plans[s] = KeepPlan(kOtherSpecs[s], kDefinitionArgTypes, values);
@@ -252,7 +266,9 @@ StoredState ReadState(const LimitId& id, ReadMode mode) {
   Datum values[3];
   char nulls[3];
   FillIdParams(id, id.shard, values, nulls);
-  StateStatement statement = mode == ReadMode::kLock ? kLock : mode == ReadMode::kLockSkipLocked ? kLockSkipLocked : kRead;
+  StateStatement statement = mode == ReadMode::kLock             ? kLock
+                             : mode == ReadMode::kLockSkipLocked ? kLockSkipLocked
+                                                                 : kRead;
   Execute(StatePlan(id, statement), values, nulls, SPI_OK_SELECT, 1);
   StoredState out{};
   out.prev_is_null = true;

@@ -1,0 +1,96 @@
+// Shared builders and constants for the core unit tests.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "limiter.h"
+
+namespace ratelimit {
+namespace testing_support {
+
+constexpr Micros kSecond = kMicrosPerSecond;
+constexpr Micros kMinute = 60 * kSecond;
+constexpr Micros kHour = 60 * kMinute;
+constexpr Micros kDay = 24 * kHour;
+
+// 2023-11-14T22:00:00Z: aligned to the second, minute and hour (origin 0).
+constexpr Micros kW0 = Micros{1699999200} * kSecond;
+// An arbitrary clock reading for the token bucket (not window-aligned).
+constexpr Micros kT0 = Micros{1700000000} * kSecond + 123456;
+
+inline LimitConfig Config(Kind kind, double rate, Micros period) {
+  LimitConfig c;
+  c.has_kind = true;
+  c.kind = kind;
+  c.has_rate = true;
+  c.rate = rate;
+  c.has_period = true;
+  c.period = period;
+  return c;
+}
+
+inline LimitConfig TokenBucket(double rate, Micros period) {
+  return Config(Kind::kTokenBucket, rate, period);
+}
+inline LimitConfig FixedWindow(double rate, Micros period) {
+  return Config(Kind::kFixedWindow, rate, period);
+}
+inline LimitConfig SlidingWindow(double rate, Micros period) {
+  return Config(Kind::kSlidingWindow, rate, period);
+}
+
+inline LimitConfig WithCapacity(LimitConfig c, double capacity) {
+  c.has_capacity = true;
+  c.capacity = capacity;
+  return c;
+}
+
+inline LimitConfig WithMaxReserved(LimitConfig c, double max_reserved) {
+  c.has_max_reserved = true;
+  c.max_reserved = max_reserved;
+  return c;
+}
+
+inline LimitConfig WithStart(LimitConfig c, Micros start) {
+  c.has_start = true;
+  c.start = start;
+  return c;
+}
+
+inline LimitConfig WithShards(LimitConfig c, int shards) {
+  c.has_shards = true;
+  c.shards = shards;
+  return c;
+}
+
+// A refusal's retry time moves by up to `jitter` µs.
+inline LimitConfig WithJitter(LimitConfig c, Micros jitter) {
+  c.has_jitter = true;
+  c.jitter_is_period = false;
+  c.jitter = jitter;
+  return c;
+}
+
+// "jitter": true: up to one period.
+inline LimitConfig WithPeriodJitter(LimitConfig c) {
+  c.has_jitter = true;
+  c.jitter_is_period = true;
+  return c;
+}
+
+inline LimitState Missing() { return LimitState{}; }
+inline LimitState Stored(double value, Micros ts, double prev = 0) {
+  return LimitState{true, value, ts, prev};
+}
+
+inline Request Take(double count) { return Request{count, false}; }
+inline Request Reserve(double count) { return Request{count, true}; }
+
+inline bool MessageHas(const Status& status, const char* needle) {
+  return std::strstr(status.message, needle) != nullptr;
+}
+
+}  // namespace testing_support
+}  // namespace ratelimit
