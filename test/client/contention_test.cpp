@@ -811,9 +811,8 @@ INSTANTIATE_TEST_SUITE_P(Kinds, RollbackTest,
 // opposite-order pair queues behind, so it closes the cycle. Callers of a
 // limit that others take in opposite orders must all retry 40P01.
 //
-// TODO(ratelimit_limit_all): when the all-or-nothing ratelimit_limit_all
-// lands, add a test that takes both limits in one call from clients listing
-// them in opposite orders, asserting no 40P01 and the same per-limit bounds.
+// TwoLimitsOneCall below takes the same two limits through one
+// ratelimit_limit_all call instead: no deadlock at all.
 TEST_F(ContentionTest, TwoLimitsOppositeOrders) {
   const double rate = 20, capacity = 5;
   const Micros period_ms = 1000;
@@ -903,6 +902,67 @@ TEST_F(ContentionTest, TwoLimitsOppositeOrders) {
     EXPECT_LE(static_cast<double>(admitted[limit]), bound) << "limit " << names[limit];
   EXPECT_GE(stats.deadlocks, 1) << "the opposite orders never deadlocked: the test did not provoke the race";
   EXPECT_GE(pair_deadlocks[0] + pair_deadlocks[1], 1) << "no pair transaction was a deadlock victim";
+}
+
+// e'. The same two limits through one all-or-nothing ratelimit_limit_all call,
+// half of the 16 clients listing them a, b and half b, a, each holding its
+// locks a little (pg_sleep) before committing. The call locks rows in one
+// canonical order, so no deadlock ever reaches a caller: no 40P01 at all, no
+// other error. All or nothing: every committed call consumed both limits, so
+// the admissions of a and b are equal, and each within the exact bound.
+TEST_F(ContentionTest, TwoLimitsOneCall) {
+  const double rate = 20, capacity = 5;
+  const Micros period_ms = 1000;
+  const std::string names[2] = {LimitName("all.a"), LimitName("all.b")};
+  const std::string config = TokenBucketConfig(rate, period_ms, capacity);
+  const std::string sql = "SELECT bool_and(ok) FROM " + Fn("ratelimit_limit_all") +
+                          "(jsonb_build_array(jsonb_build_object('name', $1::text, 'config', $3::jsonb),"
+                          " jsonb_build_object('name', $2::text, 'config', $3::jsonb)))";
+  const int threads = 16;
+  std::vector<long> committed(threads, 0);
+  Workers workers(threads, [&](pqxx::connection& conn) {
+    conn.prepare("limit_all", sql);
+    pqxx::nontransaction tx(conn);
+    tx.exec0("SET deadlock_timeout = '20ms'");  // would find any deadlock fast
+  });
+  Start start = TakeStart(Main());
+  Stats stats = workers.Run(start.local + std::chrono::seconds(3), [&](Worker& w) {
+    const int first = w.index % 2;
+    pqxx::work tx(*w.conn);
+    ++w.stats.transactions;
+    if (!tx.exec_prepared1("limit_all", names[first], names[1 - first], config)[0].as<bool>()) {
+      ++w.stats.refused_calls;
+      return;
+    }
+    tx.exec("SELECT pg_sleep(0.005)");
+    tx.commit();
+    ++committed[w.index];
+  });
+  Micros t_end = ServerClock(Main());
+  long admitted = 0;
+  for (long n : committed) admitted += n;
+  pqxx::work check(Main());
+  pqxx::result rows = check.exec_params(
+      "SELECT value, ts FROM " + Fn("ratelimit_state") + " WHERE name IN ($1, $2) ORDER BY name", names[0],
+      names[1]);
+  check.commit();
+
+  const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
+  const double bound = capacity + rate * elapsed_s;
+  char text[240];
+  std::snprintf(text, sizeof text,
+                "admitted %ld (both limits), bound %.3f (%.1f%%); 40P01 %ld; %ld txns, %.3f s", admitted,
+                bound, 100 * static_cast<double>(admitted) / bound, stats.deadlocks, stats.transactions,
+                elapsed_s);
+  PrintMeasure("two limits, one call:", text);
+  EXPECT_EQ(stats.deadlocks, 0) << "a deadlock reached a caller of ratelimit_limit_all";
+  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_LE(static_cast<double>(admitted), bound);
+  EXPECT_GE(static_cast<double>(admitted), 0.8 * bound) << "the limiter starved its callers";
+  // Every call wrote both rows with one clock reading: the rows are identical.
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0][0].as<double>(), rows[1][0].as<double>());
+  EXPECT_EQ(rows[0][1].as<std::string>(), rows[1][1].as<std::string>());
 }
 
 // f. REPEATABLE READ and SERIALIZABLE callers on a hot key (16 connections,
