@@ -218,7 +218,7 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
 
 Status ValidateAmount(double count) noexcept {
   if (FiniteAtLeast(count, 0, true) && count <= kMaxMagnitude) return Status{};
-  return Invalid("Count must be a number from 0 to 1e300.", "count must be a finite number >= 0");
+  return Invalid("Count must be a number from 0 to 1e300.", "count must be a number between 0 and 1e300");
 }
 
 Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept {
@@ -232,7 +232,7 @@ Status ValidateRequest(const LimitConfig& config, const Request& request) noexce
     return Invalid(request.reserve
                        ? "The count exceeds capacity plus maxReserved, so it can never be granted."
                        : "The count exceeds the limit's capacity, so it can never be granted.",
-                   "count %g can never succeed: at most %.17g fits", request.count, most);
+                   "count %.17g can never succeed: at most %.17g fits", request.count, most);
   }
   return Status{};
 }

@@ -15,6 +15,11 @@ char* frozen_now_text = nullptr;  // the GUC's value; empty means the real clock
 // Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
 constexpr Micros kPostgresEpochOffset =
     Micros{POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE} * SECS_PER_DAY * USECS_PER_SEC;
+// The instants the limiter works with: 0001-01-01 up to 100000-01-01 UTC
+// (Unix microseconds). Every answer lies at most a few hundred years past
+// the clock, so it stays far inside PostgreSQL's timestamp range.
+constexpr Micros kEarliestSupported = Micros{-62135596800} * USECS_PER_SEC;
+constexpr Micros kLatestSupported = Micros{3093527980800} * USECS_PER_SEC;
 
 // Parses the GUC value at SET time so a bad timestamp fails there, not
 // later. Check hooks must not throw, so the parse error is caught here.
@@ -28,7 +33,7 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
   {
     Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(*newval), ObjectIdGetDatum(InvalidOid),
                                        Int32GetDatum(-1));
-    valid = !TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(parsed));
+    valid = TimestamptzSupported(DatumGetTimestampTz(parsed));
   }
   PG_CATCH();
   {
@@ -37,7 +42,8 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
     valid = false;
   }
   PG_END_TRY();
-  if (!valid) GUC_check_errdetail("ratelimit.now must be empty or a finite timestamptz.");
+  if (!valid)
+    GUC_check_errdetail("ratelimit.now must be empty or a timestamptz from 0001-01-01 to 100000-01-01.");
   return valid;
 }
 
@@ -47,6 +53,11 @@ void DefineClockGuc() {
   DefineCustomStringVariable("ratelimit.now", "Freezes the rate limiter's clock (for tests).",
                              "A timestamptz; empty means clock_timestamp().", &frozen_now_text, "", PGC_SUSET,
                              0, CheckFrozenNow, nullptr, nullptr);
+}
+
+bool TimestamptzSupported(TimestampTz ts) {
+  if (TIMESTAMP_NOT_FINITE(ts)) return false;
+  return ts >= kEarliestSupported - kPostgresEpochOffset && ts <= kLatestSupported - kPostgresEpochOffset;
 }
 
 Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }

@@ -84,7 +84,8 @@ Micros IntervalStringToMicros(const char* field, const JsonbValue& value) {
 Micros TimestampStringToMicros(const char* field, const JsonbValue& value) {
   char* text = JsonbStringToCString(value);
   TimestampTz ts = DatumGetTimestampTz(ParseTypedString(field, timestamptz_in, text, "a valid timestamptz"));
-  if (TIMESTAMP_NOT_FINITE(ts)) RaiseConfigError(field, "must be a finite timestamp", nullptr);
+  if (!TimestamptzSupported(ts))
+    RaiseConfigError(field, "is out of range", "Use a timestamp from 0001-01-01 to 100000-01-01.");
   return UnixFromTimestamptz(ts);
 }
 
@@ -113,9 +114,10 @@ ratelimit::Kind RequireKind(const JsonbValue& value) {
   if (value.type != jbvString) RaiseConfigError("kind", "must be a string", nullptr);
   ratelimit::Kind kind;
   if (ratelimit::ParseKind(value.val.string.val, value.val.string.len, &kind)) return kind;
-  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                  errmsg("unknown rate limit kind \"%.*s\"", value.val.string.len, value.val.string.val),
-                  errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
+  ereport(ERROR,
+          (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+           errmsg("unknown rate limit kind \"%.*s\"", EchoLength(value.val.string.len), value.val.string.val),
+           errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
   pg_unreachable();
 }
 
@@ -177,9 +179,10 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
   } else if (KeyIs(key, "jitter")) {
     ApplyJitterField(value, config);
   } else {
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("unknown config field \"%.*s\"", key.val.string.len, key.val.string.val),
-                    errdetail("%s", kValidFields)));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("unknown config field \"%.*s\"", EchoLength(key.val.string.len), key.val.string.val),
+             errdetail("%s", kValidFields)));
   }
 }
 

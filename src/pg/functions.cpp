@@ -142,6 +142,7 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
 // Computes ratelimit_value's single row as a heap tuple in `cxt`.
 Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, -1, -1);
+  call.request.count = 0;  // reading takes nothing: any valid config can be read
   ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
   ratelimit::Reading reading = CurrentValue(call);
@@ -198,10 +199,10 @@ void ApplyEntryField(int index, const JsonbValue& key, JsonbValue* value, LimitC
     if (value->type != jbvBool) RaiseEntryError(index, "reserve must be a boolean");
     call->request.reserve = value->val.boolean;
   } else {
-    ereport(ERROR,
-            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-             errmsg("limits[%d]: unknown field \"%.*s\"", index, key.val.string.len, key.val.string.val),
-             errdetail("Valid fields are name, key, config, count and reserve.")));
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("limits[%d]: unknown field \"%.*s\"", index, EchoLength(key.val.string.len),
+                           key.val.string.val),
+                    errdetail("Valid fields are name, key, config, count and reserve.")));
   }
 }
 

@@ -25,6 +25,11 @@ using ratelimit::Micros;
 using ratelimit::Request;
 
 constexpr int kMaxNameBytes = 1024;
+// How much of an unknown name or value an error message repeats.
+constexpr int kMaxEchoBytes = 64;
+
+// The length of `len` bytes to quote in an error message (at most kMaxEchoBytes).
+inline int EchoLength(int len) { return len < kMaxEchoBytes ? len : kMaxEchoBytes; }
 
 // One limit row's identity: name and key bytes (key == nullptr: NULL key).
 struct LimitId {
@@ -40,6 +45,11 @@ struct LimitId {
 // clock.cpp: the clock, honouring the superuser-only ratelimit.now GUC.
 void DefineClockGuc();
 Micros ClockNow();
+// Whether a timestamp lies in 0001-01-01 .. 100000-01-01 (the range the
+// limiter accepts for its clock and for config start), so converting it to
+// Unix microseconds and adding any answer's offset cannot overflow.
+bool TimestamptzSupported(TimestampTz ts);
+// Unix microseconds of a (finite, in-range) timestamp, and back.
 Micros UnixFromTimestamptz(TimestampTz ts);
 TimestampTz TimestamptzFromUnix(Micros micros);
 
