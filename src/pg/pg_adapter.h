@@ -13,6 +13,7 @@ extern "C" {
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/jsonb.h"
 }
 
@@ -66,6 +67,7 @@ void RaiseRateLimited(const LimitId& id, const Decision& decision);
 struct StoredState {
   LimitState state;
   bool prev_is_null;
+  ItemPointerData tid;  // where the row version was read (valid when state.exists)
 };
 
 // A state row to write: the state, whether prev is kept (sliding window

@@ -6,7 +6,19 @@
 #include "pg_adapter.h"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_type.h"
+#include "nodes/pg_list.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -20,7 +32,6 @@ namespace {
 
 // Statements on the state table, prepared once per key variant (given / NULL).
 enum StateStatement {
-  kRead,
   kLock,
   kLockSkipLocked,
   kInsert,
@@ -52,41 +63,51 @@ struct StatementSpec {
   const char* sql;
 };
 
-const StatementSpec kStateSpecs[kStateStatementCount] = {
+const StatementSpec kStateSpecs[] = {
+    // kLock
     {3,
-     "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3"},
+     "SELECT value, ts, prev, ctid FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE"},
+    // kLockSkipLocked
     {3,
-     "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3 "
-     "FOR UPDATE"},
-    {3,
-     "SELECT value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} AND shard = $3"
-     " FOR UPDATE SKIP LOCKED"},
+     "SELECT value, ts, prev, ctid FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE SKIP LOCKED"},
+    // kInsert
     {7,
      "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
      " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals}) ON CONFLICT {conflict} DO NOTHING"},
+    // kMaterialize
     {7,
      "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
-     " SELECT $1, {key_value}, s::smallint, $4, $5, $6{idle_vals} FROM pg_catalog.generate_series(0, $3 - 1) "
-     "AS s"
-     " ORDER BY s ON CONFLICT {conflict} DO NOTHING"},
-    {10,
+     " SELECT $1, {key_value}, s::smallint, $4, $5, $6{idle_vals}"
+     " FROM pg_catalog.generate_series(0, $3 - 1) AS s ORDER BY s ON CONFLICT {conflict} DO NOTHING"},
+    // kUpdateIfUnchanged: by ctid (a TID scan, no index descent), if the row
+    // is still what was read. Under EvalPlanQual the value/ts/prev equalities
+    // are rechecked on the newest version, so a concurrent change (or a
+    // delete) makes this update 0 rows.
+    {11,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
-     " WHERE name = $1 AND {key_match} AND shard = $3"
+     " WHERE ctid = $11 AND name = $1 AND shard = $3"
      " AND value = $8 AND ts = $9 AND prev IS NOT DISTINCT FROM $10"},
+    // kUpdateLocked
     {7,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
      " WHERE name = $1 AND {key_match} AND shard = $3"},
+    // kReadAll
     {2,
      "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY "
      "shard"},
+    // kLockAll
     {2,
-     "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match} ORDER BY "
-     "shard"
-     " FOR UPDATE"},
+     "SELECT shard, value, ts, prev FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"
+     " ORDER BY shard FOR UPDATE"},
+    // kRemove
     {2, "DELETE FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"},
 };
+static_assert(sizeof kStateSpecs / sizeof kStateSpecs[0] == kStateStatementCount,
+              "one statement per enum value");
 
-const StatementSpec kOtherSpecs[kOtherStatementCount] = {
+const StatementSpec kOtherSpecs[] = {
     {1, "SELECT config FROM {schema}.ratelimit_definition WHERE name = $1"},
     {2,
      "INSERT INTO {schema}.ratelimit_definition (name, config) VALUES ($1, $2)"
@@ -98,9 +119,11 @@ const StatementSpec kOtherSpecs[kOtherStatementCount] = {
      "DELETE FROM {schema}.ratelimit_state WHERE ctid = ANY (ARRAY(SELECT ctid FROM {schema}.ratelimit_state"
      " WHERE idle_at <= $1 FOR UPDATE SKIP LOCKED)) AND idle_at <= $1"},
 };
+static_assert(sizeof kOtherSpecs / sizeof kOtherSpecs[0] == kOtherStatementCount,
+              "one statement per enum value");
 
-Oid kStateArgTypes[] = {TEXTOID,   TEXTOID,        INT2OID,   FLOAT8OID,      TIMESTAMPTZOID,
-                        FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID};
+Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,        FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID,
+                        TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIDOID};
 Oid kDefinitionArgTypes[] = {TEXTOID, JSONBOID};
 Oid kCleanupArgTypes[] = {TIMESTAMPTZOID};
 
@@ -108,7 +131,6 @@ SPIPlanPtr state_plans[2][kStateStatementCount];  // [0]: key = $2, [1]: key IS 
 SPIPlanPtr other_plans[kOtherStatementCount];
 Oid prepared_namespace = InvalidOid;
 char prepared_schema[NAMEDATALEN] = {0};
-bool prepared_has_idle_at = false;
 // Cleared by relcache invalidations (e.g. ALTER EXTENSION UPDATE adding a
 // column), so the next call rechecks which columns the state table has.
 bool schema_checked = false;
@@ -117,13 +139,6 @@ void OnRelcacheInvalidation(Datum arg, Oid relid) {
   (void)arg;
   (void)relid;
   schema_checked = false;
-}
-
-// Whether the installed state table has idle_at (0.2.0 and later).
-bool StateTableHasIdleAt(Oid extension_namespace) {
-  Oid relid = get_relname_relid("ratelimit_state", extension_namespace);
-  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: table ratelimit_state not found");
-  return get_attnum(relid, "idle_at") != InvalidAttrNumber;
 }
 
 // The values of a template's placeholders for one schema and key variant.
@@ -221,17 +236,228 @@ void Execute(SPIPlanPtr plan, Datum* values, char* nulls, int expected, long lim
 }
 
 // Reads (value, ts, prev) starting at column `first` of result row `row`.
-StoredState StoredStateFromRow(uint64 row, int first) {
+// A stored state from three columns (value, ts, prev) of a result row.
+StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null) {
+  StoredState out{};
+  out.state.exists = true;
+  out.state.value = DatumGetFloat8(value);
+  out.state.ts = UnixFromTimestamptz(DatumGetTimestampTz(ts));
+  out.prev_is_null = prev_is_null;
+  out.state.prev = prev_is_null ? 0 : DatumGetFloat8(prev);
+  return out;
+}
+
+// Reads (value, ts, prev[, ctid]) starting at column `first` of SPI result row `row`.
+StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   HeapTuple tuple = SPI_tuptable->vals[row];
   TupleDesc desc = SPI_tuptable->tupdesc;
   bool isnull = false;
-  StoredState out{};
-  out.state.exists = true;
-  out.state.value = DatumGetFloat8(SPI_getbinval(tuple, desc, first, &isnull));
-  out.state.ts = UnixFromTimestamptz(DatumGetTimestampTz(SPI_getbinval(tuple, desc, first + 1, &isnull)));
-  Datum prev = SPI_getbinval(tuple, desc, first + 2, &out.prev_is_null);
-  out.state.prev = out.prev_is_null ? 0 : DatumGetFloat8(prev);
+  bool prev_is_null = false;
+  Datum value = SPI_getbinval(tuple, desc, first, &isnull);
+  Datum ts = SPI_getbinval(tuple, desc, first + 1, &isnull);
+  Datum prev = SPI_getbinval(tuple, desc, first + 2, &prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  if (with_tid)
+    ItemPointerCopy(
+        reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))),
+        &out.tid);
   return out;
+}
+
+// The state table, its two unique indexes and the columns read directly.
+struct StateRelations {
+  Oid table;
+  Oid keyed_index;     // (name, key, shard)
+  Oid null_key_index;  // (name, shard) WHERE key IS NULL
+  AttrNumber name;
+  AttrNumber key;
+  AttrNumber shard;
+  AttrNumber value;
+  AttrNumber ts;
+  AttrNumber prev;
+  AttrNumber idle_at;  // InvalidAttrNumber before 0.2.0
+  bool has_idle_at;
+  // Only our two indexes and no triggers: a write may go straight to the
+  // table (else through SQL, so nobody's index or trigger is bypassed).
+  bool direct_writes;
+};
+
+StateRelations relations;
+
+Oid RequireRelation(const char* name, Oid extension_namespace) {
+  Oid relid = get_relname_relid(name, extension_namespace);
+  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: relation %s not found; reinstall the extension", name);
+  return relid;
+}
+
+AttrNumber RequireColumn(Oid relid, const char* name) {
+  AttrNumber attnum = get_attnum(relid, name);
+  if (attnum == InvalidAttrNumber) elog(ERROR, "ratelimit: column ratelimit_state.%s not found", name);
+  return attnum;
+}
+
+// Whether the state table has just the extension's two indexes and no
+// triggers or row security, so a direct update maintains everything.
+bool OnlyOurIndexesNoTriggers(Oid table_oid) {
+  Relation table = table_open(table_oid, AccessShareLock);
+  List* indexes = RelationGetIndexList(table);
+  bool simple = list_length(indexes) == 2 && !table->rd_rel->relhastriggers && !table->rd_rel->relrowsecurity;
+  list_free(indexes);
+  table_close(table, AccessShareLock);
+  return simple;
+}
+
+// Looks up the installed state table (its oids change when the extension is
+// re-created; idle_at exists from 0.2.0 on).
+StateRelations FindStateRelations(Oid extension_namespace) {
+  StateRelations found{};
+  found.table = RequireRelation("ratelimit_state", extension_namespace);
+  found.keyed_index = RequireRelation("ratelimit_state_name_key_shard", extension_namespace);
+  found.null_key_index = RequireRelation("ratelimit_state_global", extension_namespace);
+  found.name = RequireColumn(found.table, "name");
+  found.key = RequireColumn(found.table, "key");
+  found.shard = RequireColumn(found.table, "shard");
+  found.value = RequireColumn(found.table, "value");
+  found.ts = RequireColumn(found.table, "ts");
+  found.prev = RequireColumn(found.table, "prev");
+  found.idle_at = get_attnum(found.table, "idle_at");
+  found.has_idle_at = found.idle_at != InvalidAttrNumber;
+  found.direct_writes = OnlyOurIndexesNoTriggers(found.table);
+  return found;
+}
+
+bool SameRelations(const StateRelations& a, const StateRelations& b) {
+  return a.table == b.table && a.keyed_index == b.keyed_index && a.null_key_index == b.null_key_index &&
+         a.name == b.name && a.key == b.key && a.shard == b.shard && a.value == b.value && a.ts == b.ts &&
+         a.prev == b.prev && a.idle_at == b.idle_at && a.has_idle_at == b.has_idle_at &&
+         a.direct_writes == b.direct_writes;
+}
+
+// Equality keys on the unique index of the id's key variant; returns how many.
+int FillIndexKeys(const LimitId& id, ScanKeyData* keys) {
+  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(id.name_text));
+  if (id.key_text == nullptr) {
+    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT2EQ, Int16GetDatum(static_cast<int16>(id.shard)));
+    return 2;
+  }
+  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(id.key_text));
+  ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_INT2EQ, Int16GetDatum(static_cast<int16>(id.shard)));
+  return 3;
+}
+
+// The state from a heap tuple in a slot, with its tid.
+StoredState StoredStateFromSlot(TupleTableSlot* slot) {
+  bool isnull = false;
+  bool prev_is_null = false;
+  Datum value = slot_getattr(slot, relations.value, &isnull);
+  Datum ts = slot_getattr(slot, relations.ts, &isnull);
+  Datum prev = slot_getattr(slot, relations.prev, &prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  ItemPointerCopy(&slot->tts_tid, &out.tid);
+  return out;
+}
+
+// Reads a row through its unique index with a fresh MVCC snapshot, after a
+// command counter increment: what an SPI SELECT would see (the latest
+// committed state plus this transaction's own writes; SSI predicate locks
+// are taken by the index and heap access), without starting an executor.
+StoredState ReadStateDirect(const LimitId& id) {
+  CommandCounterIncrement();
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  Relation table = table_open(relations.table, AccessShareLock);
+  Relation index =
+      index_open(id.key_text ? relations.keyed_index : relations.null_key_index, AccessShareLock);
+  ScanKeyData keys[3];
+  int nkeys = FillIndexKeys(id, keys);
+  IndexScanDesc scan = index_beginscan(table, index, snapshot, nkeys, 0);
+  index_rescan(scan, keys, nkeys, nullptr, 0);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+  StoredState out{};
+  out.prev_is_null = true;
+  if (index_getnext_slot(scan, ForwardScanDirection, slot)) out = StoredStateFromSlot(slot);
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  index_close(index, NoLock);
+  table_close(table, NoLock);
+  UnregisterSnapshot(snapshot);
+  return out;
+}
+
+// Puts a full state row (identity and new state) into a virtual slot.
+void FillStateSlot(const LimitId& id, const RowWrite& row, TupleTableSlot* slot) {
+  ExecClearTuple(slot);
+  for (int i = 0; i < slot->tts_tupleDescriptor->natts; ++i) {
+    slot->tts_values[i] = 0;
+    slot->tts_isnull[i] = true;
+  }
+  auto set = [slot](AttrNumber attnum, Datum value, bool isnull) {
+    slot->tts_values[attnum - 1] = value;
+    slot->tts_isnull[attnum - 1] = isnull;
+  };
+  set(relations.name, PointerGetDatum(id.name_text), false);
+  set(relations.key, PointerGetDatum(id.key_text), id.key_text == nullptr);
+  set(relations.shard, Int16GetDatum(static_cast<int16>(id.shard)), false);
+  set(relations.value, Float8GetDatum(row.next.value), false);
+  set(relations.ts, TimestampTzGetDatum(TimestamptzFromUnix(row.next.ts)), false);
+  set(relations.prev, Float8GetDatum(row.next.prev), !row.keep_prev);
+  if (relations.has_idle_at)
+    set(relations.idle_at, TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at)), false);
+  ExecStoreVirtualTuple(slot);
+}
+
+// Adds one index entry for a new row version (a non-HOT update).
+void InsertIndexEntry(Relation table, Oid index_oid, Datum* values, bool* isnull, ItemPointer tid) {
+  Relation index = index_open(index_oid, RowExclusiveLock);
+  IndexInfo* info = BuildIndexInfo(index);
+#if PG_VERSION_NUM >= 140000
+  index_insert(index, values, isnull, tid, table, UNIQUE_CHECK_YES, true, info);
+#else
+  index_insert(index, values, isnull, tid, table, UNIQUE_CHECK_YES, info);
+#endif
+  index_close(index, NoLock);
+}
+
+// Index entries for a new row version: the (name, key, shard) index always,
+// the (name, shard) WHERE key IS NULL index for the NULL key.
+void InsertIndexEntries(Relation table, const LimitId& id, ItemPointer tid) {
+  Datum keyed[3] = {PointerGetDatum(id.name_text), PointerGetDatum(id.key_text),
+                    Int16GetDatum(static_cast<int16>(id.shard))};
+  bool keyed_null[3] = {false, id.key_text == nullptr, false};
+  InsertIndexEntry(table, relations.keyed_index, keyed, keyed_null, tid);
+  if (id.key_text != nullptr) return;
+  Datum global[2] = {PointerGetDatum(id.name_text), Int16GetDatum(static_cast<int16>(id.shard))};
+  bool global_null[2] = {false, false};
+  InsertIndexEntry(table, relations.null_key_index, global, global_null, tid);
+}
+
+// Updates exactly the row version that was read (at expected.tid), as the
+// executor's UPDATE would but without starting one. Returns false if that
+// version was updated or deleted meanwhile (after waiting for its writer):
+// then the caller decides again under the row lock.
+bool UpdateReadVersion(const LimitId& id, const StoredState& expected, const RowWrite& row) {
+  Relation table = table_open(relations.table, RowExclusiveLock);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+  FillStateSlot(id, row, slot);
+  ItemPointerData tid = expected.tid;
+  TM_FailureData failure;
+  LockTupleMode lockmode;
+#if PG_VERSION_NUM >= 160000
+  TU_UpdateIndexes update_indexes = TU_None;
+#else
+  bool update_indexes = false;
+#endif
+  TM_Result result = table_tuple_update(table, &tid, slot, GetCurrentCommandId(true), GetActiveSnapshot(),
+                                        InvalidSnapshot, true, &failure, &lockmode, &update_indexes);
+  if (result == TM_Invisible) elog(ERROR, "ratelimit: the state row read is invisible to its update");
+  bool updated = result == TM_Ok;
+#if PG_VERSION_NUM >= 160000
+  if (updated && update_indexes != TU_None) InsertIndexEntries(table, id, &slot->tts_tid);
+#else
+  if (updated && update_indexes) InsertIndexEntries(table, id, &slot->tts_tid);
+#endif
+  ExecDropSingleTupleTableSlot(slot);
+  table_close(table, NoLock);
+  return updated;
 }
 
 }  // namespace
@@ -243,12 +469,12 @@ void PrepareStorage(Oid extension_namespace) {
   if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", extension_namespace);
   bool same_schema = extension_namespace == prepared_namespace && std::strcmp(schema, prepared_schema) == 0;
   if (same_schema && schema_checked) return;
-  bool has_idle_at = StateTableHasIdleAt(extension_namespace);
+  StateRelations found = FindStateRelations(extension_namespace);
   schema_checked = true;
-  if (same_schema && has_idle_at == prepared_has_idle_at) return;
+  if (same_schema && SameRelations(found, relations)) return;
   prepared_namespace = InvalidOid;
   FreePlans();
-  TemplateValues values{quote_identifier(schema), false, has_idle_at};
+  TemplateValues values{quote_identifier(schema), false, found.has_idle_at};
   for (int variant = 0; variant < 2; ++variant) {
     values.null_key = variant == 1;
     for (int s = 0; s < kStateStatementCount; ++s)
@@ -256,23 +482,21 @@ void PrepareStorage(Oid extension_namespace) {
   }
   values.null_key = false;
   for (int s = 0; s < kCleanup; ++s) other_plans[s] = KeepPlan(kOtherSpecs[s], kDefinitionArgTypes, values);
-  if (has_idle_at) other_plans[kCleanup] = KeepPlan(kOtherSpecs[kCleanup], kCleanupArgTypes, values);
+  if (found.has_idle_at) other_plans[kCleanup] = KeepPlan(kOtherSpecs[kCleanup], kCleanupArgTypes, values);
   strlcpy(prepared_schema, schema, sizeof prepared_schema);
-  prepared_has_idle_at = has_idle_at;
+  relations = found;
   prepared_namespace = extension_namespace;
 }
 
 StoredState ReadState(const LimitId& id, ReadMode mode) {
+  if (mode == ReadMode::kUnlocked) return ReadStateDirect(id);
   Datum values[3];
   char nulls[3];
   FillIdParams(id, id.shard, values, nulls);
-  StateStatement statement = mode == ReadMode::kLock             ? kLock
-                             : mode == ReadMode::kLockSkipLocked ? kLockSkipLocked
-                                                                 : kRead;
-  Execute(StatePlan(id, statement), values, nulls, SPI_OK_SELECT, 1);
+  Execute(StatePlan(id, mode == ReadMode::kLock ? kLock : kLockSkipLocked), values, nulls, SPI_OK_SELECT, 1);
   StoredState out{};
   out.prev_is_null = true;
-  if (SPI_processed == 1) out = StoredStateFromRow(0, 1);
+  if (SPI_processed == 1) out = StoredStateFromRow(0, 1, true);
   SPI_freetuptable(SPI_tuptable);
   return out;
 }
@@ -288,7 +512,7 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInpu
     bool isnull = false;
     int shard = DatumGetInt16(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull));
     if (shard >= shards) continue;  // left over from a config with more shards
-    out[shard].state = StoredStateFromRow(row, 2).state;
+    out[shard].state = StoredStateFromRow(row, 2, false).state;
     ++found;
   }
   SPI_freetuptable(SPI_tuptable);
@@ -312,10 +536,13 @@ void MaterializeShards(const LimitId& id, int shards, const RowWrite& initial) {
 }
 
 bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row) {
-  Datum values[10];
-  char nulls[10];
+  if (relations.direct_writes) return UpdateReadVersion(id, expected, row);
+  Datum values[11];
+  char nulls[11];
   FillWriteParams(id, row, values, nulls);
   FillStateParams(expected.state, expected.prev_is_null, values + 7, nulls + 7);
+  values[10] = PointerGetDatum(&expected.tid);
+  nulls[10] = ' ';
   Execute(StatePlan(id, kUpdateIfUnchanged), values, nulls, SPI_OK_UPDATE, 0);
   return SPI_processed == 1;
 }
