@@ -8,6 +8,7 @@ OBJS = src/core/limiter.o \
        src/pg/consume.o \
        src/core/shards.o \
        src/pg/clock.o \
+       src/pg/config_cache.o \
        src/pg/config_json.o \
        src/pg/errors.o \
        src/pg/functions.o \

@@ -43,6 +43,21 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION @extschema@.ratelimit_cleanup() IS
 'Deletes state rows that are the same as no row at all (refilled, or windows passed), skipping rows a transaction holds; returns how many. Safe to run during traffic. Owner only unless granted.';
 
+-- Backends cache parsed named configs; any change to the definition table
+-- (ratelimit_define/undefine, or direct DML by the owner) invalidates them.
+CREATE FUNCTION @extschema@.ratelimit_definitions_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'ratelimit_definitions_changed'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_definitions_changed() IS
+'Trigger function: tells every backend that named limit definitions changed, so cached configs are re-read.';
+
+CREATE TRIGGER ratelimit_definitions_changed
+AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.ratelimit_definition
+FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.ratelimit_definitions_changed();
+
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_definitions_changed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_limit_all(jsonb, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_refund(text, text, double precision, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_cleanup() FROM PUBLIC;

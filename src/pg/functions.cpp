@@ -15,6 +15,9 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "commands/trigger.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,6 +31,7 @@ PG_FUNCTION_INFO_V1(ratelimit_undefine);
 PG_FUNCTION_INFO_V1(ratelimit_limit_all);
 PG_FUNCTION_INFO_V1(ratelimit_refund);
 PG_FUNCTION_INFO_V1(ratelimit_cleanup);
+PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
 }
 
 namespace ratelimit_pg {
@@ -78,8 +82,8 @@ void DisconnectStorage() {
 // the request against it and derives the window origin. Needs SPI.
 void CompleteLimitCall(LimitCall* call) {
   if (call->inline_config != nullptr) {
-    ParseConfigJsonb(call->inline_config, &call->config);
-  } else if (!LookupDefinedConfig(call->id.name_text, &call->config)) {
+    InlineConfig(call->inline_config, &call->config);
+  } else if (!NamedConfig(call->id, &call->config)) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
                     errhint("Pass a config, or define the limit with ratelimit_define().")));
@@ -316,6 +320,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   ParseConfigJsonb(config, &parsed);
   ConnectStorage(fcinfo);
   UpsertDefinition(id.name_text, config);
+  InvalidateDefinitions();
   DisconnectStorage();
   PG_RETURN_VOID();
 }
@@ -324,6 +329,7 @@ Datum Undefine(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, -1);
   ConnectStorage(fcinfo);
   bool existed = DeleteDefinition(id.name_text);
+  InvalidateDefinitions();
   DisconnectStorage();
   PG_RETURN_BOOL(existed);
 }
@@ -357,6 +363,17 @@ Datum Refund(FunctionCallInfo fcinfo) {
   Decision decision = RefundTokens(call, amount);
   DisconnectStorage();
   return ResultDatum(ResultDesc(fcinfo), decision);
+}
+
+// The statement trigger on the definition table: any direct change to it
+// invalidates the cached named configs in every backend.
+Datum DefinitionsChanged(FunctionCallInfo fcinfo) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("ratelimit: not called as a trigger")));
+  auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+  CacheInvalidateRelcacheByRelid(RelationGetRelid(trigger->tg_relation));
+  return PointerGetDatum(nullptr);
 }
 
 Datum Cleanup(FunctionCallInfo fcinfo) {
@@ -394,6 +411,7 @@ extern "C" {
 void _PG_init(void) {
   ratelimit_pg::DefineClockGuc();
   ratelimit_pg::RegisterStorageInvalidation();
+  ratelimit_pg::RegisterConfigCacheInvalidation();
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("ratelimit");
 #else
@@ -410,5 +428,8 @@ Datum ratelimit_undefine(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<rateli
 Datum ratelimit_limit_all(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::LimitAll>(fcinfo); }
 Datum ratelimit_refund(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Refund>(fcinfo); }
 Datum ratelimit_cleanup(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Cleanup>(fcinfo); }
+Datum ratelimit_definitions_changed(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::DefinitionsChanged>(fcinfo);
+}
 
 }  // extern "C"

@@ -94,6 +94,8 @@ int64 DeleteIdleStates(Micros now);
 bool LookupDefinedConfig(text* name, LimitConfig* config);
 void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
+// Tells every backend (at commit; this one at once) that definitions changed.
+void InvalidateDefinitions();
 
 // One resolved call on one limit: identity, config and request. Trivially
 // destructible, so it may live in frames that ereport.
@@ -104,6 +106,13 @@ struct LimitCall {
   Request request;
   Micros origin;
 };
+
+// config_cache.cpp: parsed configs cached per backend (inline by their
+// bytes, named by name until the definition table changes).
+void RegisterConfigCacheInvalidation();
+void WatchDefinitionTable(Oid definition_table);
+void InlineConfig(Jsonb* config, LimitConfig* out);
+bool NamedConfig(const LimitId& id, LimitConfig* out);
 
 // consume.cpp: the decisions that read, lock and write state rows.
 Decision Consume(const LimitCall& call);

@@ -269,6 +269,7 @@ struct StateRelations {
   Oid table;
   Oid keyed_index;     // (name, key, shard)
   Oid null_key_index;  // (name, shard) WHERE key IS NULL
+  Oid definition_table;
   AttrNumber name;
   AttrNumber key;
   AttrNumber shard;
@@ -314,6 +315,7 @@ StateRelations FindStateRelations(Oid extension_namespace) {
   found.table = RequireRelation("ratelimit_state", extension_namespace);
   found.keyed_index = RequireRelation("ratelimit_state_name_key_shard", extension_namespace);
   found.null_key_index = RequireRelation("ratelimit_state_global", extension_namespace);
+  found.definition_table = RequireRelation("ratelimit_definition", extension_namespace);
   found.name = RequireColumn(found.table, "name");
   found.key = RequireColumn(found.table, "key");
   found.shard = RequireColumn(found.table, "shard");
@@ -328,9 +330,9 @@ StateRelations FindStateRelations(Oid extension_namespace) {
 
 bool SameRelations(const StateRelations& a, const StateRelations& b) {
   return a.table == b.table && a.keyed_index == b.keyed_index && a.null_key_index == b.null_key_index &&
-         a.name == b.name && a.key == b.key && a.shard == b.shard && a.value == b.value && a.ts == b.ts &&
-         a.prev == b.prev && a.idle_at == b.idle_at && a.has_idle_at == b.has_idle_at &&
-         a.direct_writes == b.direct_writes;
+         a.definition_table == b.definition_table && a.name == b.name && a.key == b.key &&
+         a.shard == b.shard && a.value == b.value && a.ts == b.ts && a.prev == b.prev &&
+         a.idle_at == b.idle_at && a.has_idle_at == b.has_idle_at && a.direct_writes == b.direct_writes;
 }
 
 // Equality keys on the unique index of the id's key variant; returns how many.
@@ -485,6 +487,7 @@ void PrepareStorage(Oid extension_namespace) {
   if (found.has_idle_at) other_plans[kCleanup] = KeepPlan(kOtherSpecs[kCleanup], kCleanupArgTypes, values);
   strlcpy(prepared_schema, schema, sizeof prepared_schema);
   relations = found;
+  WatchDefinitionTable(found.definition_table);
   prepared_namespace = extension_namespace;
 }
 
@@ -570,6 +573,8 @@ int64 DeleteIdleStates(Micros now) {
   Execute(other_plans[kCleanup], values, nulls, SPI_OK_DELETE, 0);
   return static_cast<int64>(SPI_processed);
 }
+
+void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(relations.definition_table); }
 
 bool LookupDefinedConfig(text* name, LimitConfig* config) {
   Datum values[1] = {PointerGetDatum(name)};
