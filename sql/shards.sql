@@ -40,6 +40,12 @@ SELECT count(*) FILTER (WHERE ok) AS granted
 FROM (SELECT (ratelimit_limit('sh-sw', 'k', '{"kind": "sliding window", "rate": 8, "period": 60000, "start": 0, "shards": 2}')).ok
       FROM generate_series(1, 10)) AS calls;
 
+-- remaining is estimated from the two shards a call looked at, the same way
+-- by ratelimit_limit and ratelimit_limit_all (exact: check and value).
+SELECT remaining FROM ratelimit_limit('sh-est1', 'k', '{"kind": "token bucket", "rate": 8, "period": "1 hour", "shards": 4}');
+SELECT remaining FROM ratelimit_limit_all('[{"name": "sh-est2", "key": "k", "config": {"kind": "token bucket", "rate": 8, "period": "1 hour", "shards": 4}}]');
+SELECT value FROM ratelimit_value('sh-est1', 'k', '{"kind": "token bucket", "rate": 8, "period": "1 hour", "shards": 4}');
+
 -- reset clears every shard.
 SELECT ratelimit_reset('sh');
 SELECT count(*) FROM ratelimit_state WHERE name = 'sh';

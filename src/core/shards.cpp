@@ -224,6 +224,13 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
   return out;
 }
 
+double EstimatedTotal(const LimitConfig& shard_config, const ShardInput* observed, int count,
+                      int total_shards, Micros now, Micros origin) noexcept {
+  double sum = 0;
+  for (int i = 0; i < count; ++i) sum += ViewAt(shard_config, observed[i].state, now, origin).avail;
+  return count > 0 ? sum * total_shards / count : 0;
+}
+
 Decision ContendedRefusal(const Decision& decision, Micros now) noexcept {
   if (!decision.ok) return decision;
   Decision d = decision;

@@ -45,6 +45,11 @@ struct ShardDecision {
 ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* inputs, int count, Micros now,
                            Micros origin, const Request& request, int total_shards) noexcept;
 
+// The tokens of all shards estimated from the candidates a call looked at:
+// their average at `now`, times the number of shards.
+double EstimatedTotal(const LimitConfig& shard_config, const ShardInput* observed, int count,
+                      int total_shards, Micros now, Micros origin) noexcept;
+
 // A refusal for a call whose second shard is held by another transaction
 // and that may not wait for it (lock order): retry at once, 1 µs later,
 // unless the decision itself already says when.

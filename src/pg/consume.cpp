@@ -143,10 +143,17 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardI
 }
 
 // Takes from one locked shard if it alone suffices now, else from both.
+// remaining is estimated from both candidates either way (as a call that
+// takes from both reports it), the other one at its committed state.
 Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast,
                        Decision* out) {
   if (AloneSuffices(call, held)) {
-    *out = DecideAndWriteShards(call, &held, 1);
+    ShardDecision decision = DecideShardsNow(call, &held, 1);
+    WriteShards(call, &held, decision);
+    ShardInput after[2] = {ShardInput{held.shard, decision.writes[0].next}, other_fast};
+    *out = decision.summary;
+    out->remaining = ratelimit::EstimatedTotal(ratelimit::ShardConfig(call.config), after, 2,
+                                               call.config.shards, ClockNow(), call.origin);
     return Outcome::kDone;
   }
   return TakeFromBoth(call, held, other_fast, out);
