@@ -47,10 +47,31 @@ start_cluster() {
   chmod 755 "$CLUSTER_DIR"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
   as_cluster_user "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres --no-sync >/dev/null
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start \
-    -o "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >/dev/null
+  # The server's options, kept so that start_cluster_server can start it again.
+  echo "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >"$CLUSTER_DIR/server.opts"
+  start_cluster_server
   export PGHOST=$CLUSTER_DIR PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
   echo "== throwaway cluster running in $CLUSTER_DIR"
+}
+
+# Starts (again) the server of the throwaway cluster in $CLUSTER_DIR, with the
+# options start_cluster gave it, and waits until it accepts connections (after
+# an immediate shutdown: until crash recovery is done).
+start_cluster_server() {
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start \
+    -o "$(cat "$CLUSTER_DIR/server.opts")" >/dev/null
+}
+
+# Stops the throwaway cluster's server the way a crash would: every server
+# process exits at once (SIGQUIT), nothing is flushed or checkpointed, and the
+# next start runs crash recovery.
+stop_cluster_server_immediate() {
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate -w stop >/dev/null
+}
+
+# Whether the throwaway cluster's server is running.
+cluster_server_running() {
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" status >/dev/null 2>&1
 }
 
 # Stops the throwaway cluster (if started) and removes its directory.
@@ -61,9 +82,19 @@ stop_cluster() {
   CLUSTER_DIR=""
 }
 
-# Fails if the server log shows a crashed backend.
+# Fails if the server log shows a crashed backend. What a crash logs: the
+# postmaster's "server process (PID n) was terminated by signal 11" (or "exited
+# with exit code n" for an abnormal exit, followed by "terminating any other
+# active server processes" and "all server processes terminated;
+# reinitializing"), and PANIC. Deliberate stops are not crashes and match none
+# of these: pg_ctl stop -m immediate logs "received immediate shutdown request"
+# and, at the next start, "database system was interrupted" and "automatic
+# recovery in progress"; pg_terminate_backend logs "FATAL: terminating
+# connection due to administrator command".
 check_server_log_for_crashes() {
-  if grep -E "terminated by signal|server process .* was terminated|PANIC" "$CLUSTER_DIR/server.log"; then
+  local crash="terminated by signal|server process .* was terminated|PANIC"
+  crash+="|terminating any other active server processes|all server processes terminated; reinitializing"
+  if grep -E "$crash" "$CLUSTER_DIR/server.log"; then
     echo "FAIL: the server log shows a crash" >&2
     return 1
   fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: C++ unit tests, then pg_regress, the isolation specs and
-# the libpqxx client contention tests against a throwaway cluster. Installs
-# missing Debian packages first.
+# Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
+# libpqxx client contention tests, the C++ client's API tests and the fault
+# tests (which crash and restart the server) against a throwaway cluster, then the unit and client tests again
+# built with ASan+UBSan. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -21,6 +22,9 @@ record $rc "unit tests"
 build_and_install_extension
 trap stop_cluster EXIT
 start_cluster
+# For build/faults_test, which restarts the server and runs pg_dump/pg_restore
+# through scripts/cluster-ctl.sh.
+export CLUSTER_DIR PG_BINDIR
 
 echo "== pg_regress and isolation specs (make installcheck)"
 rc=0; make -s installcheck || rc=$?
@@ -32,6 +36,38 @@ record $rc "make installcheck"
 echo "== libpqxx client contention tests (build/client_tests)"
 rc=0; build/client_tests || rc=$?
 record $rc "client contention tests"
+
+echo "== C++ client API tests (build/client_api_tests)"
+rc=0; build/client_api_tests || rc=$?
+record $rc "C++ client API tests"
+
+echo "== fault tests: kill, crash and restart, timeouts, DROP/CREATE EXTENSION, dump/restore (build/faults_test)"
+rc=0; build/faults_test || rc=$?
+record $rc "fault tests"
+# The crash test restarts the server itself; if it could not, later stages
+# still need one.
+if ! cluster_server_running; then
+  record 1 "server running after the fault tests"
+  start_cluster_server || echo "could not start the server again"
+fi
+
+echo "== sanitizers: core_tests and client_tests built with ASan+UBSan (build-asan)"
+rc=0
+if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_SANITIZE=ON >/dev/null; then
+  cmake --build build-asan -j2 --target core_tests client_tests >/dev/null || rc=$?
+else
+  rc=1
+fi
+record $rc "ASan+UBSan build"
+if [ $rc -eq 0 ]; then
+  # Any ASan, LeakSanitizer or UBSan report makes the program fail (UBSan
+  # through -fno-sanitize-recover=all).
+  sanitizer_env=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
+  rc=0; env "${sanitizer_env[@]}" build-asan/core_tests --gtest_brief=1 || rc=$?
+  record $rc "unit tests under ASan+UBSan"
+  rc=0; env "${sanitizer_env[@]}" build-asan/client_tests || rc=$?
+  record $rc "client contention tests under ASan+UBSan"
+fi
 
 rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"

@@ -195,16 +195,16 @@ TEST(ValidateRequest, CountAtMostMaxMagnitude) {
   for (double count : kTooBig) {
     SCOPED_TRACE(count);
     // capacity + maxReserved is 2e300, yet the count itself is out of range.
-    ExpectInvalid(ValidateRequest(huge, Reserve(count)), "count must be a finite number >= 0");
-    ExpectInvalid(ValidateRequest(huge, Take(count)), "count must be a finite number >= 0");
+    ExpectInvalid(ValidateRequest(huge, Reserve(count)), "count must be a number between 0 and 1e300");
+    ExpectInvalid(ValidateRequest(huge, Take(count)), "count must be a number between 0 and 1e300");
     ExpectInvalid(ValidateRequest(TokenBucket(10, kMinute), Take(count)),
-                  "count must be a finite number >= 0");
+                  "count must be a number between 0 and 1e300");
     ExpectInvalid(ValidateRequest(SlidingWindow(kMaxMagnitude, kMinute), Take(count)),
-                  "count must be a finite number >= 0");
-    ExpectInvalid(ValidateAmount(count), "count must be a finite number >= 0");
+                  "count must be a number between 0 and 1e300");
+    ExpectInvalid(ValidateAmount(count), "count must be a number between 0 and 1e300");
   }
   for (double count : {-1.0, kNaN, kInf})
-    ExpectInvalid(ValidateAmount(count), "count must be a finite number >= 0");
+    ExpectInvalid(ValidateAmount(count), "count must be a number between 0 and 1e300");
   ExpectValid(ValidateAmount(0));
 }
 
