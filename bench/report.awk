@@ -1,0 +1,223 @@
+# Turns bench/run.sh's measurements into bench/results-latest.md.
+# Input: the runs CSV (round,id,clients,synchronous_commit,tps,latency_ms,
+# transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,
+# others_cpu_pct,steal_pct). Variables: seconds, rounds, machine, date,
+# extension, nice, elapsed, load_start, load_end, settings, storage_keys,
+# memory_calls, workloads_file, storage_file, memory_file, schema_file, cost_file.
+
+function fmt_ratio(r) { return sprintf("%.2f×", r) }
+function cell(id, c, s) { return ((id, c, s) in tps) }
+function label(c, s) { return "sync " s ", " c " client" (c == 1 ? "" : "s") }
+
+# A goal on a ratio a/b over the given cells: ratio >= target (dir "min")
+# or ratio <= target (dir "max"). Prints one goals-table row.
+function ratio_goal(name, target_text, a, b, syncs, target, dir,    ns, s_list, i, j, c, s, r, worst, worst_at, text, n, sep, met, miss) {
+  ns = split(syncs, s_list, " ")
+  text = ""; n = 0
+  for (i = 1; i <= ns; i++) {
+    s = s_list[i]; sep = ""
+    text = text (i > 1 ? "; " : "") s ": "
+    for (j = 1; j <= nclients; j++) {
+      c = clients[j]
+      if (!cell(a, c, s) || !cell(b, c, s) || tps[b, c, s] == 0) { text = text sep "–"; sep = " / "; continue }
+      r = tps[a, c, s] / tps[b, c, s]
+      text = text sep sprintf("%.2f", r); sep = " / "
+      if (n == 0 || (dir == "min" && r < worst) || (dir == "max" && r > worst)) { worst = r; worst_at = label(c, s) }
+      n++
+    }
+  }
+  if (n == 0) { printf "| %s | %s | not measured | – |\n", name, target_text; return }
+  met = (dir == "min") ? (worst >= target - 1e-9) : (worst <= target + 1e-9)
+  if (met)
+    miss = sprintf("**met** (worst %s, %s; margin %+.0f%%)", fmt_ratio(worst), worst_at,
+                   (dir == "min" ? (worst / target - 1) * 100 : (target / worst - 1) * 100))
+  else if (dir == "min")
+    miss = sprintf("**missed**: worst %s (%s) needs %+.0f%% throughput", fmt_ratio(worst), worst_at, (target / worst - 1) * 100)
+  else
+    miss = sprintf("**missed**: worst %s (%s) is %.0f%% over", fmt_ratio(worst), worst_at, (worst / target - 1) * 100)
+  printf "| %s | %s | %s | %s |\n", name, target_text, text, miss
+}
+
+BEGIN {
+  nclients = split("1 8 32", clients, " ")
+  nsyncs = split("on off", syncs, " ")
+  nw = 0
+  while ((getline line < workloads_file) > 0) {
+    split(line, f, "|"); nw++; wid[nw] = f[1]; wdesc[f[1]] = f[3]
+  }
+}
+NR > 1 {
+  id = $2; c = $3; s = $4
+  n = ++nval[id, c, s]; val[id, c, s, n] = $5
+  if ($9 != 0 || $8 != 0) bad[id, c, s] = 1
+  if ($13 + 0 > others_max[id, c, s]) others_max[id, c, s] = $13 + 0
+  tx[id] += $7; wal[id] += $10; upd[id] += $11; hot[id] += $12
+  nruns++; others_sum += $13; steal_sum += $14
+  if ($13 + 0 > others_all) others_all = $13 + 0
+  if ($13 + 0 > 10) noisy++
+}
+END {
+  for (key in nval) {   # the median of the rounds
+    n = nval[key]
+    for (i = 1; i <= n; i++) vs[i] = val[key, i] + 0
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && vs[j - 1] > vs[j]; j--) { t = vs[j]; vs[j] = vs[j - 1]; vs[j - 1] = t }
+    tps[key] = (n % 2) ? vs[(n + 1) / 2] : (vs[n / 2] + vs[n / 2 + 1]) / 2
+  }
+  print "# ratelimit benchmark: latest results"
+  print ""
+  printf "Run %s with `%s` (%d min %d s in all).\n", date, command, elapsed / 60, elapsed % 60
+  print ""
+  printf "- Machine: %s.\n", machine
+  printf "- Extension: %s.\n", extension
+  printf "- Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n", load_start, load_end
+  if (nruns > 0)
+    printf "- CPU used by other processes on the VM during the runs: %.0f%% of the machine on average, %d%% at most (%d of %d runs over 10%%, marked †); hypervisor steal %.0f%%.\n", others_sum / nruns, others_all, noisy, nruns, steal_sum / nruns
+  printf "- Server: PostgreSQL defaults except `%s`; synchronous_commit per run%s.\n", settings, (nice != "" ? "; the cluster and pgbench ran at niceness " nice : "")
+  printf "- pgbench `-n -M prepared -T %s -j 2` (one thread for one client), each run after VACUUM and CHECKPOINT; %d round(s)%s.\n", seconds, rounds, (rounds > 1 ? ", the table shows the median" : "")
+  print "- Random-key workloads use 100,000 pre-populated keys: they measure updates, not inserts."
+  print ""
+  print "## Transactions per second"
+  print ""
+  print "Each cell: transactions/s, and in parentheses the ratio to workload 2 (UPDATE by primary key,"
+  print "random key) at the same clients and synchronous_commit. One statement per transaction."
+  print ""
+  printf "| # | workload |"
+  for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++) printf " sync %s, %s cl. |", syncs[i], clients[j]
+  print ""
+  printf "|---|---|"
+  for (i = 1; i <= nsyncs * nclients; i++) printf "---:|"
+  print ""
+  for (k = 1; k <= nw; k++) {
+    id = wid[k]
+    if (!((id, 1, "on") in tps) && !((id, 8, "on") in tps) && !((id, 32, "off") in tps)) continue
+    printf "| %s | %s |", id, wdesc[id]
+    for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++) {
+      c = clients[j]; s = syncs[i]
+      if (!cell(id, c, s)) { printf " – |"; continue }
+      v = sprintf("%d", tps[id, c, s])
+      if (cell("2", c, s) && tps["2", c, s] > 0) v = v sprintf(" (%.2f)", tps[id, c, s] / tps["2", c, s])
+      if ((id, c, s) in bad) v = v " ⚠"
+      if (others_max[id, c, s] > 10) v = v " †"
+      printf " %s |", v
+    }
+    print ""
+  }
+  anybad = 0
+  for (key in bad) anybad = 1
+  if (anybad) { print ""; print "⚠ pgbench reported failed transactions or exited non-zero in this run (see the CSV)." }
+
+  print ""
+  print "## Goals"
+  print ""
+  print "Ratios are of transactions/s, per cell listed as 1 / 8 / 32 clients. \"Needs +x%\" is how much faster"
+  print "the worst cell would have to be to meet the goal."
+  print ""
+  print "| goal | target | measured | result |"
+  print "|---|---|---|---|"
+  ratio_goal("ratelimit_limit (inline, random keys) vs workload 2", "≥ 0.90×", "5a", "2", "on off", 0.90, "min")
+  ratio_goal("ratelimit_limit (inline, random keys) vs PL/pgSQL (random keys), sync off", "≥ 1.50×", "5a", "4a", "off", 1.50, "min")
+  ratio_goal("named limit's cost over inline (inline tps / named tps), random keys", "≤ 1.05×", "5a", "5c", "on off", 1.05, "max")
+  ratio_goal("refused call's cost vs ratelimit_check (check tps / refused tps), random keys", "≤ 1.00×", "5e", "5f", "on off", 1.00, "max")
+  ratio_goal("ratelimit_check vs workload 2, random keys", "≥ 1.00×", "5e", "2", "on off", 1.00, "min")
+  # storage: the first line of storage_file (after creating the keys)
+  nst = 0
+  while ((getline sline < storage_file) > 0) st[++nst] = sline
+  if (nst > 0 && split(st[1], sf, ",") < 7) {
+    printf "| storage per key after %d keys (pg_total_relation_size / keys) | ≤ 100 B | not measured: %s | – |\n", storage_keys, st[1]
+  } else if (nst > 0) {
+    per_key = sf[7] + 0
+    if (per_key <= 100)
+      printf "| storage per key after %d keys (pg_total_relation_size / keys) | ≤ 100 B | %.1f B | **met** (margin %.0f%%) |\n", storage_keys, per_key, (100 / per_key - 1) * 100
+    else
+      printf "| storage per key after %d keys (pg_total_relation_size / keys) | ≤ 100 B | %.1f B | **missed**: %.1f B (%.1f%%) over |\n", storage_keys, per_key, per_key - 100, (per_key / 100 - 1) * 100
+  }
+
+  # the server-side cost per call, if measured
+  ncost = 0
+  while ((getline cline < cost_file) > 0) { split(cline, cf, ","); cost[cf[1]] = cf[2] + 0; ncost++ }
+  if (ncost > 0) {
+    print ""
+    print "## Server-side cost per call"
+    print ""
+    print "CPU time of one call inside the server, without the round trip and the commit: 100,000 calls (one per"
+    print "existing key) in one statement, `SELECT count(*) FROM generate_series(1, 100000) g WHERE <call>`,"
+    print "best of five, minus the same statement without the call. Much less noisy than the table above"
+    print "on a shared machine, but it is not what the goals (throughput) are stated in."
+    print ""
+    print "| # | call | µs per call |"
+    print "|---|---|---:|"
+    for (k = 1; k <= nw; k++) if (wid[k] in cost) {
+      d = wdesc[wid[k]]
+      if (wid[k] == "2") d = "the same UPDATE, in a SQL function `plain_update(key)`"
+      if (wid[k] == "4a") d = "`pl_token_bucket(...)`, random keys"
+      printf "| %s | %s | %.2f |\n", wid[k], d, cost[wid[k]]
+    }
+    print ""
+    print "| comparison | ratio of costs |"
+    print "|---|---:|"
+    if (("5a" in cost) && ("2" in cost)) printf "| ratelimit_limit (inline) / plain UPDATE | %.2f |\n", cost["5a"] / cost["2"]
+    if (("4a" in cost) && ("5a" in cost)) printf "| PL/pgSQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4a"] / cost["5a"]
+    if (("5c" in cost) && ("5a" in cost)) printf "| named / inline | %.2f |\n", cost["5c"] / cost["5a"]
+    if (("5f" in cost) && ("5e" in cost)) printf "| refused / ratelimit_check | %.2f |\n", cost["5f"] / cost["5e"]
+    if (("5e" in cost) && ("2" in cost)) printf "| ratelimit_check / plain UPDATE | %.2f |\n", cost["5e"] / cost["2"]
+  }
+
+  print ""
+  print "## What each workload did"
+  print ""
+  print "Summed over its runs: WAL bytes and rows updated (in the three benchmark tables) per transaction,"
+  print "and the share of those updates that were HOT (no index entry written)."
+  print ""
+  print "| # | workload | transactions | WAL bytes / tx | rows updated / tx | HOT updates |"
+  print "|---|---|---:|---:|---:|---:|"
+  for (k = 1; k <= nw; k++) {
+    id = wid[k]
+    if (!(id in tx) || tx[id] == 0) continue
+    printf "| %s | %s | %d | %.0f | %.3f | %s |\n", id, wdesc[id], tx[id], wal[id] / tx[id], upd[id] / tx[id],
+           (upd[id] > 0 ? sprintf("%.0f%%", 100 * hot[id] / upd[id]) : "–")
+  }
+
+  print ""
+  print "## Storage"
+  print ""
+  printf "The state table `ratelimit_state` (heap with its FSM/VM forks, and indexes) after %d distinct keys\n", storage_keys
+  print "created by `ratelimit_limit('n', 'k' || lpad(g::text, 6, '0'), cfg)` (token bucket, keys like 'k123456')"
+  print "in chunks of 100,000, in a database of its own. Bytes per key = pg_total_relation_size / keys."
+  print "The table as installed:"
+  print ""
+  while ((getline schema_line < schema_file) > 0) printf "- %s\n", schema_line
+  print ""
+  print "| stage | rows | heap (main fork) | heap + FSM + VM | indexes | total | bytes per key |"
+  print "|---|---:|---:|---:|---:|---:|---:|"
+  for (i = 1; i <= nst; i++) {
+    if (split(st[i], sf, ",") < 7) { printf "| %s | | | | | | |\n", st[i]; continue }
+    printf "| %s | %d | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %.1f |\n", sf[1], sf[2], sf[3] / 1e6, sf[4] / 1e6, sf[5] / 1e6, sf[6] / 1e6, sf[7]
+  }
+
+  print ""
+  print "## Backend memory"
+  print ""
+  printf "One session making %d calls after a 10,000-call warm-up, each call its own statement and\n", memory_calls
+  print "transaction (psql `\\gexec`), cycling through an inline grant (name 'mem': the first 100,000 insert"
+  print "a row, the rest update), a named grant, a check and a refusal. Memory contexts: the sum of"
+  print "`pg_backend_memory_contexts.total_bytes`; RSS from the backend's `/proc/<pid>/status`."
+  print ""
+  print "| calls after warm-up | backend pid | memory contexts total | contexts | VmRSS | RssAnon | RssShmem |"
+  print "|---|---:|---:|---:|---:|---:|---:|"
+  nm = 0
+  while ((getline mline < memory_file) > 0) {
+    if (mline ~ /^memory measurement failed/) { failed_note = mline; continue }
+    if (mline !~ /,/) continue
+    split(mline, mf, ","); nm++
+    printf "| %s | %s | %d B | %d | %d kB | %d kB | %d kB |\n", (mf[1] == "connected" ? "(just connected)" : mf[1]), mf[2], mf[3], mf[4], mf[5], mf[6], mf[7]
+    if (mf[1] == "0") { ctx0 = mf[3]; anon0 = mf[6]; rss0 = mf[5] }
+    ctxl = mf[3]; anonl = mf[6]; rssl = mf[5]; last = mf[1]
+  }
+  if (failed_note != "") { print ""; print "**" failed_note "**" }
+  if (nm > 2 && last + 0 > 0) {
+    print ""
+    printf "Growth from the warm-up to %d calls: memory contexts %+d B (%+.4f B per call), RssAnon %+d kB\n", last, ctxl - ctx0, (ctxl - ctx0) / last, anonl - anon0
+    printf "(%+.4f B per call), VmRSS %+d kB. VmRSS includes the shared buffers this backend has touched\n", (anonl - anon0) * 1024 / last, rssl - rss0
+    print "(RssShmem), which grows with the data read, not with the number of calls; RssAnon is its private memory."
+  }
+}

@@ -1,0 +1,408 @@
+#!/usr/bin/env bash
+# The ratelimit benchmark (issue 3): starts a throwaway cluster with fixed
+# settings, runs pgbench over the workloads of bench/workloads/ with 1, 8 and
+# 32 clients, synchronous_commit on and off side by side, then measures the
+# state table's size per key and a backend's memory over a million calls.
+# Prints the table and writes bench/results-latest.md (and .csv).
+#
+#   bench/run.sh [--build]
+#
+#   --build                     make -s && make -s install first (default:
+#                               use the extension already installed)
+#   BENCH_SECONDS=10            pgbench -T of each run (2: a quick smoke run)
+#   BENCH_ROUNDS=1              repeat the pgbench matrix; the table shows medians
+#   BENCH_WORKLOADS=""          only these workload ids, e.g. "2 5a" (default: all)
+#   BENCH_STORAGE_KEYS=1000000  distinct keys for the storage measurement
+#   BENCH_MEMORY_CALLS=1000000  calls for the memory measurement
+#   BENCH_NICE=""               e.g. -10: run the cluster and pgbench at this
+#                               niceness (a shared machine: less CPU noise)
+#
+# The extension's shared library is pinned: a copy of the installed
+# ratelimit.so, taken at the start, is what every database of the run loads,
+# so a concurrent `make install` cannot mix two builds into one table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+BUILD=0
+for arg in "$@"; do
+  case "$arg" in
+    --build) BUILD=1 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_ROUNDS=${BENCH_ROUNDS:-1}
+BENCH_WORKLOADS=${BENCH_WORKLOADS:-}
+BENCH_STORAGE_KEYS=${BENCH_STORAGE_KEYS:-1000000}
+BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-1000000}
+BENCH_NICE=${BENCH_NICE:-}
+CLIENTS=(1 8 32)
+SYNCS=(on off)
+THREADS=2  # pgbench -j; pgbench lowers it to the client count for 1 client
+
+# Server settings: PostgreSQL 15's defaults except shared_buffers, so every
+# table and index of the benchmark (about 150 MB at most) stays in memory.
+# Nothing else is changed: max_connections (100) covers 32 clients; WAL,
+# checkpoint, fsync and autovacuum settings stay default, so the durable
+# numbers are what an untuned server gives. synchronous_commit is set per
+# pgbench run (PGOPTIONS), not server-wide.
+SERVER_SETTINGS=(-c shared_buffers=256MB)
+
+# The workloads: id | pgbench script in bench/workloads/ | description.
+WORKLOADS=(
+  "1|w01_select1|SELECT 1 (round-trip ceiling)"
+  "2|w02_update_random|UPDATE 1 row by primary key, random key"
+  "3|w03_update_hot|UPDATE 1 row by primary key, one hot row"
+  "4a|w04a_plpgsql_random|PL/pgSQL token bucket, random key"
+  "4b|w04b_plpgsql_hot|PL/pgSQL token bucket, hot key"
+  "5a|w05a_inline_random|ratelimit_limit inline config, random key"
+  "5b|w05b_inline_hot|ratelimit_limit inline config, hot key"
+  "5c|w05c_named_random|ratelimit_limit named limit, random key"
+  "5d|w05d_named_hot|ratelimit_limit named limit, hot key"
+  "5e|w05e_check_random|ratelimit_check, random key"
+  "5f|w05f_refused_random|ratelimit_limit refused, random key"
+  "5g|w05g_refused_hot|ratelimit_limit refused, hot key"
+)
+# The configs (also written in bench/setup.sql and bench/workloads/*.sql).
+CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000}'
+REFUSED_CFG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
+STORAGE_CFG='{"kind": "token bucket", "rate": 10, "period": "1 minute"}'
+
+BENCH_DIR=bench
+OUT_MD=$BENCH_DIR/results-latest.md
+OUT_CSV=$BENCH_DIR/results-latest.csv
+PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
+DB=bench
+SO_FILE="$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"
+
+WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
+touch "$WORK_DIR/storage_schema.txt"
+cleanup() {
+  stop_cluster
+  rm -rf "$WORK_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+started=$(date +%s)
+since() { echo "$(( $(date +%s) - started ))s"; }
+if [ "$BUILD" -eq 1 ]; then
+  echo "== building and installing the extension (make -s && make -s install)"
+  make -s && make -s install
+fi
+if [ -n "$BENCH_NICE" ]; then
+  renice -n "$BENCH_NICE" -p $$ >/dev/null   # inherited by the cluster and pgbench
+fi
+
+# ---------------------------------------------------------------- cluster
+start_cluster "${SERVER_SETTINGS[@]}"
+"${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB"
+export PGDATABASE=$DB
+sql() { "${PSQL[@]}" -At -c "$1"; }
+POSTMASTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+
+# Pins the build: copies the installed library into the cluster directory
+# once it is stable (not being rewritten by a concurrent make install), and
+# points the extension's functions at the copy in each database.
+PINNED_SO=$CLUSTER_DIR/ratelimit.so
+for _ in $(seq 20); do
+  cp "$SO_FILE" "$PINNED_SO"
+  sleep 1
+  [ "$(md5sum < "$SO_FILE")" = "$(md5sum < "$PINNED_SO")" ] && break
+done
+chmod 755 "$PINNED_SO"
+so_md5=$(md5sum "$PINNED_SO" | cut -c1-12)
+so_mtime=$(date -u -r "$SO_FILE" '+%Y-%m-%d %H:%M:%S UTC')
+create_extension() {
+  local loaded
+  # check_function_bodies = off: CREATE FUNCTION does not load the installed library.
+  "${PSQL[@]}" -d "$1" -At -c "SET check_function_bodies = off" -c "CREATE EXTENSION ratelimit" \
+    -c "UPDATE pg_catalog.pg_proc SET probin = '$PINNED_SO' WHERE probin = '\$libdir/ratelimit'"
+  loaded=$("${PSQL[@]}" -d "$1" -At \
+    -c "SELECT ratelimit_check('pin', NULL, '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": 1000}') IS NOT NULL" \
+    -c "SELECT substring(pg_read_file('/proc/self/maps') from '/\S*ratelimit\.so')" | tail -1)
+  if [ "$loaded" != "$PINNED_SO" ]; then
+    echo "FAIL: database $1 loaded '$loaded', not the pinned $PINNED_SO" >&2
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------- machine
+echo "== machine"
+cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+mem_gib=$(awk '/MemTotal/ {printf "%.1f", $2 / 1048576}' /proc/meminfo)
+pg_version=$(sql "SHOW server_version")
+fs=$(findmnt -n -o SOURCE,FSTYPE -T "$CLUSTER_DIR" | tr -s ' ' | sed 's/ / (/; s/$/)/')
+# fdatasync of one 8 kB write (the WAL flush of a durable commit), on the
+# cluster's file system.
+fsync_ops=$("$PG_BINDIR/pg_test_fsync" -s 1 -f "$CLUSTER_DIR/fsync.test" 2>/dev/null |
+  awk '/^[[:space:]]+fdatasync[[:space:]]/ {print int($2); exit}') || true
+rm -f "$CLUSTER_DIR/fsync.test"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+machine="$(nproc) CPUs ($cpu_model), ${mem_gib} GiB RAM, PostgreSQL $pg_version, \
+data directory on $fs, fdatasync of one 8 kB write ${fsync_ops:-?}/s (pg_test_fsync -s 1), \
+$(uname -sr); a shared VM: other tenants share the CPUs and the disk"
+echo "$machine"
+
+# ---------------------------------------------------------------- data
+echo "== setup: tables, PL/pgSQL function, named limit, 100,000 keys per table (bench/setup.sql) (at $(since))"
+create_extension "$DB"
+"${PSQL[@]}" -f "$BENCH_DIR/setup.sql" >/dev/null
+ext_version=$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")
+sql "CHECKPOINT"
+
+# ---------------------------------------------------------------- pgbench
+# The counters a run is judged by: WAL position, rows updated (and HOT) in
+# the three benchmark tables.
+counters() {
+  sql "SELECT pg_current_wal_lsn(), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0)
+         FROM pg_stat_user_tables WHERE relname IN ('bench_plain', 'pl_bucket', 'ratelimit_state')" | tr '|' ' '
+}
+# CPU accounting, in clock ticks: "total busy steal ours", where ours is the
+# cluster's processes (the postmaster, its live children, and, through its
+# cutime/cstime, the backends it has reaped) plus this script's reaped
+# children (pgbench). busy - ours is what other processes on the VM used.
+cpu_snapshot() {
+  local total busy steal mine
+  read -r total busy steal < <(awk '$1 == "cpu" {print $2+$3+$4+$5+$6+$7+$8+$9, $2+$3+$4+$7+$8, $9}' /proc/stat)
+  mine=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER_PID" -v me="$$" '
+      {
+        pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")   # f[1] is field 3 (state)
+        if (pid == pm) s += f[12] + f[13] + f[14] + f[15]
+        else if (f[2] == pm) s += f[12] + f[13]
+        else if (pid == me) s += f[14] + f[15]
+      }
+      END {print s + 0}')
+  echo "$total $busy $steal $mine"
+}
+# The number of the postmaster's child processes.
+postmaster_children() {
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER_PID" '{sub(/^.*\) /, ""); if ($2 == pm) n++} END {print n + 0}'
+}
+# Waits until pgbench's backends have exited (so they flushed their stats)
+# and the postmaster has reaped them (so their CPU time is in its cutime).
+wait_for_backends() {
+  local n
+  for _ in $(seq 100); do
+    n=$(sql "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+    [ "$n" -eq 0 ] && [ "$(postmaster_children)" -le "$1" ] && return 0
+    sleep 0.1
+  done
+}
+
+selected() {
+  [ -z "$BENCH_WORKLOADS" ] && return 0
+  [[ " $BENCH_WORKLOADS " == *" $1 "* ]]
+}
+
+echo "round,id,clients,synchronous_commit,tps,latency_ms,transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,others_cpu_pct,steal_pct" > "$WORK_DIR/runs.csv"
+nwl=0
+for w in "${WORKLOADS[@]}"; do selected "${w%%|*}" && nwl=$((nwl + 1)); done
+runs=$((BENCH_ROUNDS * nwl * ${#CLIENTS[@]} * ${#SYNCS[@]}))
+echo "== pgbench: $runs runs of ${BENCH_SECONDS}s (-M prepared -j $THREADS), each after VACUUM and CHECKPOINT (at $(since))"
+# Order: for each client count and synchronous_commit, every workload in
+# turn, so the workloads compared with each other run minutes apart at most.
+run=0
+for round in $(seq "$BENCH_ROUNDS"); do
+  for clients in "${CLIENTS[@]}"; do
+    for sync in "${SYNCS[@]}"; do
+      for w in "${WORKLOADS[@]}"; do
+        IFS='|' read -r id script desc <<< "$w"
+        selected "$id" || continue
+        run=$((run + 1))
+        # Same starting point for every run: the last run's dead rows
+        # vacuumed, dirty pages flushed (each run pays its own full-page
+        # writes, and no checkpoint of an earlier run's pages).
+        sql "VACUUM bench_plain, pl_bucket, ratelimit_state" >/dev/null
+        sql "CHECKPOINT"
+        read -r lsn0 upd0 hot0 <<< "$(counters)"
+        log="$WORK_DIR/r$round-$script-c$clients-$sync.log"
+        rc=0
+        children=$(postmaster_children)
+        read -r t0 b0 s0 m0 <<< "$(cpu_snapshot)"
+        PGOPTIONS="-c synchronous_commit=$sync" "$PG_BINDIR/pgbench" -n -M prepared -T "$BENCH_SECONDS" \
+          -j "$THREADS" -c "$clients" -f "$BENCH_DIR/workloads/$script.sql" > "$log" 2>&1 || rc=$?
+        wait_for_backends "$children"
+        read -r t1 b1 s1 m1 <<< "$(cpu_snapshot)"
+        read -r lsn1 upd1 hot1 <<< "$(counters)"
+        wal=$(sql "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')::bigint")
+        tps=$(awk '/^tps = / {printf "%.0f", $3}' "$log")
+        lat=$(awk '/^latency average = / {print $4}' "$log")
+        tx=$(awk '/^number of transactions actually processed: / {print $6}' "$log")
+        failed=$(awk '/^number of failed transactions: / {print $5}' "$log")
+        others=$(awk -v t=$((t1 - t0)) -v b=$((b1 - b0)) -v m=$((m1 - m0)) \
+          'BEGIN {o = (t > 0 ? 100 * (b - m) / t : 0); printf "%.0f", (o < 0 ? 0 : o)}')
+        steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.0f", (t > 0 ? 100 * s / t : 0)}')
+        [ "$rc" -ne 0 ] && { echo "   pgbench exited with $rc:"; tail -5 "$log" | sed 's/^/   /'; }
+        echo "$round,$id,$clients,$sync,${tps:-0},${lat:-0},${tx:-0},${failed:-0},$rc,$wal,$((upd1 - upd0)),$((hot1 - hot0)),$others,$steal" >> "$WORK_DIR/runs.csv"
+        printf '   [%2d/%d] %-3s %-43s %2s clients, sync %-3s %7s tps   (others %s%% CPU)\n' \
+          "$run" "$runs" "$id" "$desc" "$clients" "$sync" "${tps:-ERR}" "$others"
+      done
+    done
+  done
+done
+cp "$WORK_DIR/runs.csv" "$OUT_CSV"
+crash_ok=1
+check_server_log_for_crashes || crash_ok=0
+
+# ---------------------------------------------------------------- server-side cost
+# The CPU cost of one call inside the server, without the round trip and the
+# commit that dominate pgbench's numbers on a noisy machine: 100,000 calls
+# (one per existing key) in one statement, best of five, minus the same
+# statement without the call. Every statement is its own transaction.
+echo "== server-side cost per call (at $(since))"
+COST_CALLS=100000
+COST_CASES=(
+  "base|('k' || g) IS NOT NULL"
+  "2|plain_update('k' || g)"
+  "4a|pl_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
+  "5a|(ratelimit_limit('n', 'k' || g, '$CFG')).ok"
+  "5c|(ratelimit_limit('n', 'k' || g)).ok"
+  "5e|(ratelimit_check('n', 'k' || g, '$CFG')).ok"
+  "5f|(ratelimit_limit('refused', 'k' || g, '$REFUSED_CFG')).ok"
+)
+cost_script() {
+  local rep c label expr
+  echo 'SET synchronous_commit = off;'
+  echo '\timing on'
+  for rep in 1 2 3 4 5; do
+    for c in "${COST_CASES[@]}"; do
+      IFS='|' read -r label expr <<< "$c"
+      echo "\\echo case $label"
+      echo "SELECT count(*) FROM generate_series(1, $COST_CALLS) g WHERE $expr;"
+    done
+  done
+}
+sql "VACUUM bench_plain, pl_bucket, ratelimit_state" >/dev/null
+cost_ok=1
+cost_script | "${PSQL[@]}" -At > "$WORK_DIR/cost.out" 2> "$WORK_DIR/cost.err" || cost_ok=0
+# label,microseconds per call (best of five, baseline subtracted)
+awk -v n="$COST_CALLS" '
+  /^case / {label = $2}
+  /^Time: / {ms = $2 + 0; if (!(label in best) || ms < best[label]) best[label] = ms}
+  END {for (l in best) if (l != "base") printf "%s,%.2f\n", l, (best[l] - best["base"]) * 1000 / n}
+' "$WORK_DIR/cost.out" | sort > "$WORK_DIR/cost.csv"
+[ "$cost_ok" -eq 1 ] || { echo "server-side cost measurement failed: $(head -3 "$WORK_DIR/cost.err")"; : > "$WORK_DIR/cost.csv"; }
+cat "$WORK_DIR/cost.csv"
+
+# ---------------------------------------------------------------- storage
+# The state table's size after BENCH_STORAGE_KEYS distinct keys, in its own
+# database: name 'n', keys 'k000000', 'k000001', ... (7 bytes), created by
+# ratelimit_limit calls in chunks of 100,000 (one transaction each).
+echo "== storage: $BENCH_STORAGE_KEYS distinct keys through ratelimit_limit (at $(since))"
+ssql() { "${PSQL[@]}" -d bench_storage -At -c "$1"; }
+storage_calls() {
+  local lo hi
+  for ((lo = 0; lo < BENCH_STORAGE_KEYS; lo += 100000)); do
+    hi=$((lo + 100000 < BENCH_STORAGE_KEYS ? lo + 100000 - 1 : BENCH_STORAGE_KEYS - 1))
+    ssql "SET synchronous_commit = off;
+          SELECT count(*) FILTER (WHERE (ratelimit_limit('n', 'k' || lpad(g::text, 6, '0'), '$STORAGE_CFG')).ok)
+            FROM generate_series($lo, $hi) g" >/dev/null
+  done
+}
+# One CSV line: stage, rows, heap (main fork), heap+FSM+VM, indexes, total, bytes per key.
+storage_row() {
+  ssql "SELECT '$1', count(*), pg_relation_size('ratelimit_state'), pg_table_size('ratelimit_state'),
+               pg_indexes_size('ratelimit_state'), pg_total_relation_size('ratelimit_state'),
+               round(pg_total_relation_size('ratelimit_state')::numeric / $BENCH_STORAGE_KEYS, 1)
+          FROM ratelimit_state" | tr '|' ','
+}
+storage() {
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench_storage"
+  create_extension bench_storage
+  ssql "SELECT 'columns: ' || string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+          FROM pg_attribute WHERE attrelid = 'ratelimit_state'::regclass AND attnum > 0 AND NOT attisdropped
+        UNION ALL
+        SELECT 'index: ' || indexdef FROM pg_indexes WHERE tablename = 'ratelimit_state'" > "$WORK_DIR/storage_schema.txt"
+  storage_calls
+  storage_row "after creating the keys"
+  ssql "VACUUM ratelimit_state"
+  storage_row "after VACUUM"
+  storage_calls   # every key once more: an UPDATE of each row
+  ssql "VACUUM ratelimit_state"
+  storage_row "after one more call per key and VACUUM"
+}
+storage_ok=1
+storage > "$WORK_DIR/storage.csv" 2> "$WORK_DIR/storage.err" || storage_ok=0
+cat "$WORK_DIR/storage.csv" "$WORK_DIR/storage.err"
+
+# ---------------------------------------------------------------- memory
+# One session, BENCH_MEMORY_CALLS calls, each its own statement and
+# transaction (psql \gexec), cycling through an inline grant (name 'mem':
+# the first 100,000 insert, the rest update), a named grant, a check and a
+# refusal. Sampled after a 10,000-call warm-up and then every fifth of the
+# calls: memory contexts total and VmRSS/RssAnon of the backend.
+echo "== memory: $BENCH_MEMORY_CALLS calls in one session (at $(since))"
+memory_script() {
+  sample() {
+    echo "SELECT '$1', pg_backend_pid(), (SELECT sum(total_bytes) FROM pg_backend_memory_contexts),
+      (SELECT count(*) FROM pg_backend_memory_contexts),
+      substring(pg_read_file('/proc/self/status') from 'VmRSS:\s*(\d+)'),
+      substring(pg_read_file('/proc/self/status') from 'RssAnon:\s*(\d+)'),
+      substring(pg_read_file('/proc/self/status') from 'RssShmem:\s*(\d+)');"
+  }
+  calls() {
+    echo '\o /dev/null'
+    echo "SELECT CASE g % 4
+        WHEN 0 THEN format('SELECT ratelimit_limit(%L, %L, %L)', 'mem', 'k' || (g / 4) % 100000, '$CFG')
+        WHEN 1 THEN format('SELECT ratelimit_limit(%L, %L)', 'n', 'k' || 1 + (g / 4) % 100000)
+        WHEN 2 THEN format('SELECT ratelimit_check(%L, %L, %L)', 'n', 'k' || 1 + (g / 4) % 100000, '$CFG')
+        ELSE format('SELECT ratelimit_limit(%L, %L, %L)', 'refused', 'k' || 1 + (g / 4) % 100000, '$REFUSED_CFG')
+      END FROM generate_series($1, $2) g \\gexec"
+    echo '\o'
+  }
+  local warmup=10000 step=$((BENCH_MEMORY_CALLS / 5)) from i
+  echo '\set ON_ERROR_STOP 1'
+  echo '\pset format unaligned'
+  echo '\pset tuples_only on'
+  echo '\pset fieldsep ,'
+  echo 'SET synchronous_commit = off;'   # durability is not what is measured here
+  sample "connected"
+  calls 1 "$warmup"
+  sample "0"
+  from=$((warmup + 1))
+  for i in 1 2 3 4 5; do
+    calls "$from" "$((from + step - 1))"
+    sample "$((i * step))"
+    from=$((from + step))
+  done
+}
+memory_script > "$WORK_DIR/memory.sql"
+memory_ok=1
+"${PSQL[@]}" -f "$WORK_DIR/memory.sql" > "$WORK_DIR/memory.csv" 2> "$WORK_DIR/memory.err" || memory_ok=0
+cat "$WORK_DIR/memory.csv" "$WORK_DIR/memory.err"
+check_server_log_for_crashes || crash_ok=0
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+stop_cluster
+
+# ---------------------------------------------------------------- report
+extension="ratelimit $ext_version; the build installed at $so_mtime (ratelimit.so md5 $so_md5…), pinned for the whole run"
+elapsed=$(( $(date +%s) - started ))
+command="BENCH_SECONDS=$BENCH_SECONDS"
+[ "$BENCH_ROUNDS" = 1 ] || command="$command BENCH_ROUNDS=$BENCH_ROUNDS"
+[ -z "$BENCH_WORKLOADS" ] || command="$command BENCH_WORKLOADS=\"$BENCH_WORKLOADS\""
+[ "$BENCH_STORAGE_KEYS" = 1000000 ] || command="$command BENCH_STORAGE_KEYS=$BENCH_STORAGE_KEYS"
+[ "$BENCH_MEMORY_CALLS" = 1000000 ] || command="$command BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS"
+[ -z "$BENCH_NICE" ] || command="$command BENCH_NICE=$BENCH_NICE"
+command="$command bench/run.sh"
+[ "$BUILD" -eq 0 ] || command="$command --build"
+printf '%s\n' "${WORKLOADS[@]}" > "$WORK_DIR/workloads.txt"
+[ "$storage_ok" -eq 1 ] || { echo "storage measurement failed: $(head -3 "$WORK_DIR/storage.err")" > "$WORK_DIR/storage.csv"; }
+[ "$memory_ok" -eq 1 ] || { echo "memory measurement failed: $(head -3 "$WORK_DIR/memory.err")" >> "$WORK_DIR/memory.csv"; }
+awk -F, -v seconds="$BENCH_SECONDS" -v rounds="$BENCH_ROUNDS" -v machine="$machine" -v command="$command" \
+    -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" -v extension="$extension" \
+    -v elapsed="$elapsed" -v load_start="$load_start" -v load_end="$load_end" \
+    -v settings="${SERVER_SETTINGS[*]}" -v nice="$BENCH_NICE" -v storage_keys="$BENCH_STORAGE_KEYS" \
+    -v memory_calls="$BENCH_MEMORY_CALLS" -v workloads_file="$WORK_DIR/workloads.txt" \
+    -v storage_file="$WORK_DIR/storage.csv" -v memory_file="$WORK_DIR/memory.csv" \
+    -v schema_file="$WORK_DIR/storage_schema.txt" -v cost_file="$WORK_DIR/cost.csv" \
+    -f "$BENCH_DIR/report.awk" "$WORK_DIR/runs.csv" > "$OUT_MD"
+# The terminal gets the main table; the file has everything.
+echo
+awk '/^## /{n++} n == 1' "$OUT_MD"
+echo "== wrote $OUT_MD and $OUT_CSV (${elapsed}s)"
+[ "$storage_ok" -eq 1 ] && [ "$memory_ok" -eq 1 ] && [ "$cost_ok" -eq 1 ] && [ "$crash_ok" -eq 1 ]

@@ -1,0 +1,1 @@
+SELECT ratelimit_limit('n', 'k1');
