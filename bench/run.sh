@@ -245,7 +245,6 @@ for round in $(seq "$BENCH_ROUNDS"); do
     done
   done
 done
-cp "$WORK_DIR/runs.csv" "$OUT_CSV"
 crash_ok=1
 check_server_log_for_crashes || crash_ok=0
 
@@ -400,7 +399,10 @@ awk -F, -v seconds="$BENCH_SECONDS" -v rounds="$BENCH_ROUNDS" -v machine="$machi
     -v memory_calls="$BENCH_MEMORY_CALLS" -v workloads_file="$WORK_DIR/workloads.txt" \
     -v storage_file="$WORK_DIR/storage.csv" -v memory_file="$WORK_DIR/memory.csv" \
     -v schema_file="$WORK_DIR/storage_schema.txt" -v cost_file="$WORK_DIR/cost.csv" \
-    -f "$BENCH_DIR/report.awk" "$WORK_DIR/runs.csv" > "$OUT_MD"
+    -f "$BENCH_DIR/report.awk" "$WORK_DIR/runs.csv" > "$WORK_DIR/report.md"
+# Both files at the end, together: an interrupted run leaves the last pair alone.
+cp "$WORK_DIR/runs.csv" "$OUT_CSV"
+cp "$WORK_DIR/report.md" "$OUT_MD"
 # The terminal gets the main table; the file has everything.
 echo
 awk '/^## /{n++} n == 1' "$OUT_MD"

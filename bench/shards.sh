@@ -41,7 +41,14 @@ run_load() {
     awk '/^tps = / { printf "%.0f", $3 }'
 }
 
-printf '| synchronous_commit | load | calls/s | ratio to many keys |\n|---|---|---:|---:|\n' > "$OUT"
+{
+  echo "# Sharded hot limit vs many keys"
+  echo
+  echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`BENCH_SECONDS=$SECONDS_PER_RUN bench/shards.sh\`: pgbench \`-n -M prepared -T $SECONDS_PER_RUN -j 2 -c $CLIENTS\`,"
+  echo "$(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB, $("$PG_BINDIR/postgres" --version), shared_buffers=256MB, every call granted."
+  echo
+  printf '| synchronous_commit | load | calls/s | ratio to many keys |\n|---|---|---:|---:|\n'
+} > "$OUT"
 for sync in on off; do
   psql -X -q -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
   spread=$(run_load "$WORK/spread.sql")
