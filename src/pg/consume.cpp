@@ -134,7 +134,11 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardI
   if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other)) {
     if (may_wait) return Outcome::kRestart;  // the row vanished
     ShardInput pair[2] = {held, other_fast};
-    *out = ratelimit::ContendedRefusal(DecideShardsNow(call, pair, 2).summary, ClockNow());
+    Micros now = ClockNow();
+    *out = ratelimit::ContendedRefusal(DecideShardsNow(call, pair, 2).summary, now);
+    // A refusal reports the tokens there are now, not what a grant would leave.
+    out->remaining = ratelimit::EstimatedTotal(ratelimit::ShardConfig(call.config), pair, 2,
+                                               call.config.shards, now, call.origin);
     return Outcome::kDone;
   }
   ShardInput pair[2] = {held, other};
