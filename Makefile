@@ -5,6 +5,7 @@
 EXTENSION = ratelimit
 MODULE_big = ratelimit
 OBJS = src/core/limiter.o \
+       src/core/headers.o \
        src/pg/consume.o \
        src/core/shards.o \
        src/pg/clock.o \
@@ -12,6 +13,7 @@ OBJS = src/core/limiter.o \
        src/pg/config_json.o \
        src/pg/errors.o \
        src/pg/functions.o \
+       src/pg/headers.o \
        src/pg/storage.o
 DATA = $(wildcard sql/ratelimit--*.sql)
 

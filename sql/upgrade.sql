@@ -1,5 +1,6 @@
--- ALTER EXTENSION ratelimit UPDATE from 0.1.0: state and definitions survive,
--- the new functions appear.
+-- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0, and from 0.2.0:
+-- state and definitions survive, the new objects appear, and the result
+-- matches a fresh install.
 SET timezone = 'UTC';
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 DROP EXTENSION ratelimit;
@@ -18,6 +19,11 @@ SELECT idle_at IS NOT NULL AS idle_at_written FROM ratelimit_state WHERE name = 
 SELECT * FROM ratelimit_refund('up', 'u', 2);
 SELECT name, ok FROM ratelimit_limit_all('[{"name": "up", "key": "u"}]');
 SELECT ratelimit_cleanup();
+-- 0.2.0 -> 0.3.0 (the default version): headers and the status view.
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT ratelimit_headers('up', r) ->> 'RateLimit-Policy' AS policy FROM ratelimit_check('up', 'u') r;
+SELECT name, key, shard, kind, value FROM ratelimit_status WHERE name = 'up';
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$
@@ -30,7 +36,13 @@ JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
 UNION ALL
 SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition') AND c.relnamespace = 'public'::regnamespace
+WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
+  AND c.relnamespace = 'public'::regnamespace
+UNION ALL
+SELECT c.relname || ' relkind=' || c.relkind::text || ' public_select=' || has_table_privilege('public', c.oid, 'SELECT')
+       || ' commented=' || (obj_description(c.oid, 'pg_class') IS NOT NULL)
+FROM pg_class c WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
+  AND c.relnamespace = 'public'::regnamespace
 UNION ALL
 SELECT i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
 JOIN pg_class c ON c.oid = i.indrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition')
@@ -44,4 +56,13 @@ SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d
 UNION ALL
 SELECT 'only fresh', object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d;
+-- A fresh 0.2.0 updated straight to 0.3.0 matches too.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.2.0';
+ALTER EXTENSION ratelimit UPDATE TO '0.3.0';
+SELECT 'only updated' AS side, object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d
+UNION ALL
+SELECT 'only fresh', object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d;
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit;
 RESET ratelimit.now;

@@ -6,6 +6,7 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
+#include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 }
@@ -53,7 +54,56 @@ char* RefusalDetailJson(const LimitId& id, const Decision& decision) {
   return buf.data;
 }
 
+enum ErrorFormat { kPlain, kPostgrest };
+
+int error_format = kPlain;
+
+const struct config_enum_entry kErrorFormats[] = {
+    {"plain", kPlain, false},
+    {"postgrest", kPostgrest, false},
+    {nullptr, 0, false},
+};
+
+// PostgREST's error object: {"code", "message", "details", "hint"}.
+char* PostgrestMessageJson(const char* message, const char* details, const char* hint) {
+  StringInfoData buf;
+  initStringInfo(&buf);
+  appendStringInfoChar(&buf, '{');
+  AppendJsonKey(&buf, "code", true);
+  escape_json(&buf, "PT429");
+  AppendJsonKey(&buf, "message", false);
+  escape_json(&buf, message);
+  AppendJsonKey(&buf, "details", false);
+  escape_json(&buf, details);
+  AppendJsonKey(&buf, "hint", false);
+  escape_json(&buf, hint);
+  appendStringInfoChar(&buf, '}');
+  return buf.data;
+}
+
+// RAISE SQLSTATE 'PGRST': PostgREST answers with the detail's status and
+// headers, and the message as the body.
+[[noreturn]] void RaisePostgrest(const LimitCall& call, const Decision& decision, const char* message,
+                                 const char* details, const char* hint) {
+  char* headers = HeadersJsonText(call.id, call.config, HeaderAnswerFromDecision(decision), ClockNow());
+  StringInfoData response;
+  initStringInfo(&response);
+  appendStringInfo(&response, "{\"status\": 429, \"headers\": %s}", headers);
+  ereport(ERROR,
+          (errcode(MAKE_SQLSTATE('P', 'G', 'R', 'S', 'T')),
+           errmsg("%s", PostgrestMessageJson(message, details, hint)), errdetail("%s", response.data)));
+  pg_unreachable();
+}
+
 }  // namespace
+
+void DefineErrorFormatGuc() {
+  DefineCustomEnumVariable("ratelimit.error_format",
+                           "How a refused call with throws => true reports the error.",
+                           "plain: SQLSTATE PT429 with a JSON DETAIL; postgrest: SQLSTATE PGRST, which "
+                           "PostgREST turns into an HTTP 429 response carrying the rate-limit headers.",
+                           &error_format, kPlain, kErrorFormats, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+}
 
 void RaiseIfInvalid(const ratelimit::Status& status) {
   if (status.ok()) return;
@@ -61,11 +111,14 @@ void RaiseIfInvalid(const ratelimit::Status& status) {
                   status.detail[0] ? errdetail("%s", status.detail) : 0));
 }
 
-void RaiseRateLimited(const LimitId& id, const Decision& decision) {
+void RaiseRateLimited(const LimitCall& call, const Decision& decision) {
+  const LimitId& id = call.id;
   char* detail = RefusalDetailJson(id, decision);
-  ereport(ERROR, (errcode(MAKE_SQLSTATE('P', 'T', '4', '2', '9')),
-                  errmsg("rate limit \"%.*s\" exceeded", id.name_len, id.name), errdetail("%s", detail),
-                  errhint("Retry after %s seconds.", float8out_internal(decision.retry_after))));
+  char* message = psprintf("rate limit \"%.*s\" exceeded", id.name_len, id.name);
+  char* hint = psprintf("Retry after %s seconds.", float8out_internal(decision.retry_after));
+  if (error_format == kPostgrest) RaisePostgrest(call, decision, message, detail, hint);
+  ereport(ERROR, (errcode(MAKE_SQLSTATE('P', 'T', '4', '2', '9')), errmsg("%s", message),
+                  errdetail("%s", detail), errhint("%s", hint)));
 }
 
 }  // namespace ratelimit_pg

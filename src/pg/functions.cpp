@@ -2,6 +2,7 @@
 // connect SPI, hand the work to consume.cpp/storage.cpp and form results.
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 
 #include "pg_adapter.h"
 
@@ -32,6 +33,8 @@ PG_FUNCTION_INFO_V1(ratelimit_limit_all);
 PG_FUNCTION_INFO_V1(ratelimit_refund);
 PG_FUNCTION_INFO_V1(ratelimit_cleanup);
 PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
+PG_FUNCTION_INFO_V1(ratelimit_headers);
+PG_FUNCTION_INFO_V1(ratelimit_status_rows);
 }
 
 namespace ratelimit_pg {
@@ -139,7 +142,7 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   CompleteLimitCall(&call);
   Decision decision = consume ? Consume(call) : Check(call);
   DisconnectStorage();
-  if (!decision.ok && throws) RaiseRateLimited(call.id, decision);
+  if (!decision.ok && throws) RaiseRateLimited(call, decision);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
 
@@ -286,6 +289,70 @@ void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, cons
   tuplestore_putvalues(store, desc, values, nulls);
 }
 
+// ---- ratelimit_headers and ratelimit_status ------------------------------
+
+// A ratelimit_result field that must not be NULL (22004 naming it).
+Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) {
+  bool isnull = false;
+  Datum value = GetAttributeByNum(result, attnum, &isnull);
+  if (isnull)
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("result.%s must not be null", name)));
+  return value;
+}
+
+// The answer a ratelimit_result row carries: ok, remaining and reset_after
+// are required; retry_after (and retry_at) are NULL unless there is a retry.
+ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
+  ratelimit::HeaderAnswer answer;
+  answer.ok = DatumGetBool(RequiredResultField(result, 1, "ok"));
+  answer.remaining = DatumGetFloat8(RequiredResultField(result, 4, "remaining"));
+  answer.reset_after = DatumGetFloat8(RequiredResultField(result, 5, "reset_after"));
+  bool isnull = false;
+  Datum retry_after = GetAttributeByNum(result, 2, &isnull);
+  answer.has_retry = !isnull;
+  if (!isnull) answer.retry_after = DatumGetFloat8(retry_after);
+  Datum retry_at = GetAttributeByNum(result, 3, &isnull);
+  TimestampTz at = isnull ? 0 : DatumGetTimestampTz(retry_at);
+  answer.has_retry_at = answer.has_retry && !isnull && TimestamptzSupported(at);
+  if (answer.has_retry_at) answer.retry_at = UnixFromTimestamptz(at);
+  if (!ratelimit::HeaderAnswerFinite(answer))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("result has a non-finite number"),
+                    errdetail("remaining, reset_after and retry_after must be finite.")));
+  return answer;
+}
+
+// What ratelimit_status shows of one row: its kind and value now under the
+// limit's defined config (NULL for a limit called with inline configs only).
+struct StatusContext {
+  Tuplestorestate* store;
+  TupleDesc desc;
+  Micros now;
+  Datum kind_names[3];  // by Kind, made once per scan
+};
+
+void PutStatusRow(const StatusRow& row, void* context) {
+  auto* status = static_cast<StatusContext*>(context);
+  Datum values[8];
+  bool nulls[8] = {false, row.id.key_text == nullptr, false, true, true, false, false, !row.has_idle_at};
+  values[0] = PointerGetDatum(row.id.name_text);
+  values[1] = PointerGetDatum(row.id.key_text);
+  values[2] = Int16GetDatum(static_cast<int16>(row.id.shard));
+  if (row.config != nullptr) {
+    LimitConfig config;
+    InlineConfig(row.config, &config);
+    LimitConfig per_row = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
+    Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
+    values[3] = status->kind_names[static_cast<int>(config.kind)];
+    values[4] =
+        Float8GetDatum(ratelimit::ValueAt(per_row, row.stored.state, status->now, origin).value + 0.0);
+    nulls[3] = nulls[4] = false;
+  }
+  values[5] = TimestampTzGetDatum(TimestamptzFromUnix(row.stored.state.ts));
+  values[6] = Float8GetDatum(row.stored.state.value);
+  values[7] = TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at));
+  tuplestore_putvalues(status->store, status->desc, values, nulls);
+}
+
 // ---- entry point bodies ---------------------------------------------------
 
 Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
@@ -346,7 +413,7 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
   ConsumeAll(calls, count, decisions);
   DisconnectStorage();
   for (int i = 0; throws && i < count; ++i)
-    if (!decisions[i].ok) RaiseRateLimited(calls[i].id, decisions[i]);
+    if (!decisions[i].ok) RaiseRateLimited(calls[i], decisions[i]);
   TupleDesc desc;
   Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
   for (int i = 0; i < count; ++i) PutEntryRow(store, desc, calls[i].id, decisions[i]);
@@ -374,6 +441,30 @@ Datum DefinitionsChanged(FunctionCallInfo fcinfo) {
   auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
   CacheInvalidateRelcacheByRelid(RelationGetRelid(trigger->tg_relation));
   return PointerGetDatum(nullptr);
+}
+
+Datum Headers(FunctionCallInfo fcinfo) {
+  LimitCall call = LimitCallFromArgs(fcinfo, 0, -1, 2, -1, -1);
+  call.request.count = 0;  // headers describe any valid config
+  RequireNotNull(fcinfo, 1, "result");
+  ratelimit::HeaderAnswer answer = AnswerFromResult(PG_GETARG_HEAPTUPLEHEADER(1));
+  ConnectStorage(fcinfo);
+  CompleteLimitCall(&call);
+  DisconnectStorage();
+  PG_RETURN_DATUM(HeadersJsonb(call.id, call.config, answer, ClockNow()));
+}
+
+Datum StatusRows(FunctionCallInfo fcinfo) {
+  StatusContext status{};
+  status.store = MaterializedResult(fcinfo, &status.desc);
+  status.now = ClockNow();
+  for (ratelimit::Kind kind :
+       {ratelimit::Kind::kTokenBucket, ratelimit::Kind::kFixedWindow, ratelimit::Kind::kSlidingWindow})
+    status.kind_names[static_cast<int>(kind)] = CStringGetTextDatum(ratelimit::KindName(kind));
+  ConnectStorage(fcinfo);
+  ScanStatusRows(PutStatusRow, &status);
+  DisconnectStorage();
+  return static_cast<Datum>(0);
 }
 
 Datum Cleanup(FunctionCallInfo fcinfo) {
@@ -410,6 +501,7 @@ extern "C" {
 
 void _PG_init(void) {
   ratelimit_pg::DefineClockGuc();
+  ratelimit_pg::DefineErrorFormatGuc();
   ratelimit_pg::RegisterStorageInvalidation();
   ratelimit_pg::RegisterConfigCacheInvalidation();
 #if PG_VERSION_NUM >= 150000
@@ -428,6 +520,10 @@ Datum ratelimit_undefine(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<rateli
 Datum ratelimit_limit_all(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::LimitAll>(fcinfo); }
 Datum ratelimit_refund(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Refund>(fcinfo); }
 Datum ratelimit_cleanup(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Cleanup>(fcinfo); }
+Datum ratelimit_headers(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Headers>(fcinfo); }
+Datum ratelimit_status_rows(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::StatusRows>(fcinfo);
+}
 Datum ratelimit_definitions_changed(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::DefinitionsChanged>(fcinfo);
 }

@@ -5,6 +5,7 @@
 // trivially destructible locals; the core is noexcept and never throws.
 #pragma once
 
+#include "headers.h"
 #include "limiter.h"
 #include "shards.h"
 
@@ -59,9 +60,20 @@ void ParseConfigJsonb(Jsonb* config, LimitConfig* out);
 // A jsonb number as a double (overflow gives +-inf, rejected by validation).
 double JsonbNumberToDouble(const JsonbValue& value);
 
-// errors.cpp: core Status and rate-limit refusals as PostgreSQL errors.
+// errors.cpp: core Status and rate-limit refusals as PostgreSQL errors, in
+// the form ratelimit.error_format chooses (plain PT429, or PostgREST's PGRST).
+void DefineErrorFormatGuc();
 void RaiseIfInvalid(const ratelimit::Status& status);
-void RaiseRateLimited(const LimitId& id, const Decision& decision);
+struct LimitCall;
+void RaiseRateLimited(const LimitCall& call, const Decision& decision);
+
+// headers.cpp: HTTP rate-limit headers of an answer, as a JSON object text
+// or a jsonb datum; `now` is the clock the answer is read at.
+ratelimit::HeaderAnswer HeaderAnswerFromDecision(const Decision& decision);
+char* HeadersJsonText(const LimitId& id, const LimitConfig& config, const ratelimit::HeaderAnswer& answer,
+                      Micros now);
+Datum HeadersJsonb(const LimitId& id, const LimitConfig& config, const ratelimit::HeaderAnswer& answer,
+                   Micros now);
 
 // storage.cpp: the state and definition tables, through saved SPI plans.
 struct StoredState {
@@ -96,6 +108,18 @@ void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
 // Tells every backend (at commit; this one at once) that definitions changed.
 void InvalidateDefinitions();
+
+// One state row as the ratelimit_status view reports it.
+struct StatusRow {
+  LimitId id;
+  StoredState stored;
+  bool has_idle_at;
+  Micros idle_at;
+  Jsonb* config;  // the definition's config; nullptr: not a defined limit
+};
+using StatusRowSink = void (*)(const StatusRow& row, void* context);
+// Hands every state row (with its definition) to `sink`, in canonical order.
+void ScanStatusRows(StatusRowSink sink, void* context);
 
 // One resolved call on one limit: identity, config and request. Trivially
 // destructible, so it may live in frames that ereport.

@@ -574,6 +574,47 @@ int64 DeleteIdleStates(Micros now) {
   return static_cast<int64>(SPI_processed);
 }
 
+// Every state row with its definition's config, in (name, key, shard) order.
+// A cursor fetches a batch at a time, so a big table is never all in memory.
+void ScanStatusRows(StatusRowSink sink, void* context) {
+  char* sql = psprintf(
+      "SELECT s.name, s.key, s.shard, s.value, s.ts, s.prev, s.idle_at, d.config"
+      " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name"
+      " ORDER BY s.name, s.key, s.shard",
+      quote_identifier(prepared_schema), quote_identifier(prepared_schema));
+  Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
+  for (;;) {
+    SPI_cursor_fetch(portal, true, 1000);
+    if (SPI_processed == 0) break;
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    for (uint64 row = 0; row < SPI_processed; ++row) {
+      HeapTuple tuple = SPI_tuptable->vals[row];
+      StatusRow out{};
+      bool isnull = false;
+      out.id.name_text = DatumGetTextPP(SPI_getbinval(tuple, desc, 1, &isnull));
+      out.id.name = VARDATA_ANY(out.id.name_text);
+      out.id.name_len = VARSIZE_ANY_EXHDR(out.id.name_text);
+      Datum key = SPI_getbinval(tuple, desc, 2, &isnull);
+      if (!isnull) {
+        out.id.key_text = DatumGetTextPP(key);
+        out.id.key = VARDATA_ANY(out.id.key_text);
+        out.id.key_len = VARSIZE_ANY_EXHDR(out.id.key_text);
+      }
+      out.id.shard = DatumGetInt16(SPI_getbinval(tuple, desc, 3, &isnull));
+      out.stored = StoredStateFromRow(row, 4, false);
+      Datum idle_at = SPI_getbinval(tuple, desc, 7, &isnull);
+      out.has_idle_at = !isnull;
+      if (!isnull) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
+      Datum config = SPI_getbinval(tuple, desc, 8, &isnull);
+      out.config = isnull ? nullptr : DatumGetJsonbP(config);
+      sink(out, context);
+    }
+    SPI_freetuptable(SPI_tuptable);
+  }
+  SPI_cursor_close(portal);
+  pfree(sql);
+}
+
 void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(relations.definition_table); }
 
 bool LookupDefinedConfig(text* name, LimitConfig* config) {
