@@ -55,4 +55,32 @@ SELECT ratelimit_define('tx-named', :cfg);
 SELECT ok, remaining FROM ratelimit_limit('tx-named');
 ROLLBACK;
 SELECT count(*) FROM ratelimit_definition WHERE name = 'tx-named';
+
+-- A read-only transaction (and a standby) can check and read, but every
+-- function that writes is 25006, on an existing row too, and writes nothing.
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT ok FROM ratelimit_limit('tx', 'ro', :cfg, 1);
+SELECT ratelimit_define('tx-ro', :cfg);
+BEGIN READ ONLY;
+SELECT ok, remaining FROM ratelimit_check('tx', 'ro', :cfg, 1);
+SELECT value FROM ratelimit_value('tx', 'ro', :cfg);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('tx', 'ro', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('tx', 'ro-new', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "tx-ro", "key": "ro"}]') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_refund('tx', 'ro', 1, '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_reset('tx', 'ro') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_define('tx-ro2', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_undefine('tx-ro') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_cleanup() $$);
+COMMIT;
+SELECT value FROM ratelimit_value('tx', 'ro', :cfg);
+SELECT count(*) AS ro_rows FROM ratelimit_state WHERE name = 'tx' AND key LIKE 'ro%';
+SELECT name FROM ratelimit_definition WHERE name LIKE 'tx-ro%';
+SELECT ratelimit_undefine('tx-ro');
 RESET ratelimit.now;

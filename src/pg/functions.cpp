@@ -19,6 +19,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
+#include "tcop/utility.h"
 
 PG_MODULE_MAGIC;
 
@@ -133,8 +134,14 @@ TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
   return BlessTupleDesc(desc);
 }
 
+// A function that writes refuses to run in a read-only transaction (and on
+// a standby) with 25006, as SQL's INSERT/UPDATE would: the direct write
+// path bypasses the executor's own check.
+void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }
+
 // ratelimit_limit and ratelimit_check share everything but the write.
 Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
+  if (consume) RequireWritable("ratelimit_limit()");
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
@@ -360,6 +367,7 @@ Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
 Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
 
 Datum Reset(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_reset()");
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   ConnectStorage(fcinfo);
   bool existed = DeleteStates(id);
@@ -380,6 +388,7 @@ Datum Value(FunctionCallInfo fcinfo) {
 }
 
 Datum Define(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_define()");
   LimitId id = IdFromArgs(fcinfo, 0, -1);
   RequireNotNull(fcinfo, 1, "config");
   Jsonb* config = PG_GETARG_JSONB_P(1);
@@ -393,6 +402,7 @@ Datum Define(FunctionCallInfo fcinfo) {
 }
 
 Datum Undefine(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_undefine()");
   LimitId id = IdFromArgs(fcinfo, 0, -1);
   ConnectStorage(fcinfo);
   bool existed = DeleteDefinition(id.name_text);
@@ -402,6 +412,7 @@ Datum Undefine(FunctionCallInfo fcinfo) {
 }
 
 Datum LimitAll(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_limit_all()");
   RequireNotNull(fcinfo, 0, "limits");
   RequireNotNull(fcinfo, 1, "throws");
   bool throws = PG_GETARG_BOOL(1);
@@ -421,6 +432,7 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
 }
 
 Datum Refund(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_refund()");
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 3, 2, -1);
   RaiseIfInvalid(ratelimit::ValidateAmount(call.request.count));
   double amount = call.request.count;
@@ -468,6 +480,7 @@ Datum StatusRows(FunctionCallInfo fcinfo) {
 }
 
 Datum Cleanup(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_cleanup()");
   ConnectStorage(fcinfo);
   int64 deleted = DeleteIdleStates(ClockNow());
   DisconnectStorage();
