@@ -79,20 +79,26 @@ ShardDecision DecideShardsNow(const LimitCall& call, const ShardInput* inputs, i
                                  call.request, call.config.shards);
 }
 
-// Writes the shard rows a granted decision takes from (all locked by us).
-void WriteShards(const LimitCall& call, const ShardInput* inputs, const ShardDecision& decision) {
+// Writes the shard rows a granted decision takes from (all locked by us;
+// tids[i] is where inputs[i]'s locked version is).
+void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPointerData* tids,
+                 const ShardDecision& decision) {
   for (int i = 0; i < decision.count; ++i) {
     const ratelimit::ShardWrite& write = decision.writes[i];
     if (write.write)
-      UpdateLockedState(ShardId(call.id, inputs[i].shard), WriteOf(call, write.next, write.full_at));
+      UpdateLockedState(ShardId(call.id, inputs[i].shard), &tids[i],
+                        WriteOf(call, write.next, write.full_at));
   }
 }
 
 // Reads or locks one shard row; false if it is busy (skip-locked) or missing.
-bool ReadShard(const LimitCall& call, int shard, ReadMode mode, ShardInput* out) {
+// tid (optional) receives where the version read is.
+bool ReadShard(const LimitCall& call, int shard, ReadMode mode, ShardInput* out,
+               ItemPointerData* tid = nullptr) {
   StoredState stored = ReadState(ShardId(call.id, shard), mode);
   out->shard = shard;
   out->state = stored.state;
+  if (tid != nullptr) *tid = stored.tid;
   return stored.state.exists;
 }
 
@@ -106,9 +112,10 @@ void MaterializeAllShards(const LimitCall& call) {
 }
 
 // Decides with the locked shards (one or two), writes a grant, reports it.
-Decision DecideAndWriteShards(const LimitCall& call, const ShardInput* inputs, int count) {
+Decision DecideAndWriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPointerData* tids,
+                              int count) {
   ShardDecision decision = DecideShardsNow(call, inputs, count);
-  if (decision.summary.ok) WriteShards(call, inputs, decision);
+  if (decision.summary.ok) WriteShards(call, inputs, tids, decision);
   return decision.summary;
 }
 
@@ -127,11 +134,13 @@ enum class Outcome { kDone, kRestart };
 
 // Both shards are needed and `held` is locked: lock the other one, waiting
 // only if it sorts after `held` (canonical order), else only if it is free.
-Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast,
-                     Decision* out) {
+Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ItemPointerData& held_tid,
+                     const ShardInput& other_fast, Decision* out) {
   bool may_wait = other_fast.shard > held.shard;
   ShardInput other;
-  if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other)) {
+  ItemPointerData other_tid;
+  if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other,
+                 &other_tid)) {
     if (may_wait) return Outcome::kRestart;  // the row vanished
     ShardInput pair[2] = {held, other_fast};
     Micros now = ClockNow();
@@ -142,25 +151,26 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ShardI
     return Outcome::kDone;
   }
   ShardInput pair[2] = {held, other};
-  *out = DecideAndWriteShards(call, pair, 2);
+  ItemPointerData tids[2] = {held_tid, other_tid};
+  *out = DecideAndWriteShards(call, pair, tids, 2);
   return Outcome::kDone;
 }
 
 // Takes from one locked shard if it alone suffices now, else from both.
 // remaining is estimated from both candidates either way (as a call that
 // takes from both reports it), the other one at its committed state.
-Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ShardInput& other_fast,
-                       Decision* out) {
+Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ItemPointerData& held_tid,
+                       const ShardInput& other_fast, Decision* out) {
   if (AloneSuffices(call, held)) {
     ShardDecision decision = DecideShardsNow(call, &held, 1);
-    WriteShards(call, &held, decision);
+    WriteShards(call, &held, &held_tid, decision);
     ShardInput after[2] = {ShardInput{held.shard, decision.writes[0].next}, other_fast};
     *out = decision.summary;
     out->remaining = ratelimit::EstimatedTotal(ratelimit::ShardConfig(call.config), after, 2,
                                                call.config.shards, ClockNow(), call.origin);
     return Outcome::kDone;
   }
-  return TakeFromBoth(call, held, other_fast, out);
+  return TakeFromBoth(call, held, held_tid, other_fast, out);
 }
 
 // Locks only the shards the decision needs: the preferred shard without
@@ -170,16 +180,17 @@ Outcome ConsumeShardsLocked(const LimitCall& call, const ShardInput fast[2], con
                             Decision* out) {
   int preferred = SingleShardUsed(planned);
   ShardInput held;
+  ItemPointerData held_tid;
   if (preferred >= 0) {
     int other = 1 - preferred;
-    if (ReadShard(call, fast[preferred].shard, ReadMode::kLockSkipLocked, &held))
-      return TakeFromLocked(call, held, fast[other], out);
+    if (ReadShard(call, fast[preferred].shard, ReadMode::kLockSkipLocked, &held, &held_tid))
+      return TakeFromLocked(call, held, held_tid, fast[other], out);
     if (AloneSuffices(call, fast[other]) &&
-        ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held))
-      return TakeFromLocked(call, held, fast[preferred], out);
+        ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held, &held_tid))
+      return TakeFromLocked(call, held, held_tid, fast[preferred], out);
   }
-  if (!ReadShard(call, fast[0].shard, ReadMode::kLock, &held)) return Outcome::kRestart;
-  return TakeFromLocked(call, held, fast[1], out);
+  if (!ReadShard(call, fast[0].shard, ReadMode::kLock, &held, &held_tid)) return Outcome::kRestart;
+  return TakeFromLocked(call, held, held_tid, fast[1], out);
 }
 
 // The power of two choices: decide on two random shards from the committed
@@ -218,6 +229,7 @@ struct LockedRow {
   bool dirty;
   bool keep_prev;
   Micros idle_at;
+  ItemPointerData tid;  // where the locked version is
 };
 
 // The rows one entry uses: its row, or its two candidate shards.
@@ -264,6 +276,7 @@ void LockOrCreateRow(LockedRow* row) {
     StoredState stored = ReadState(row->id, ReadMode::kLock);
     if (stored.state.exists) {
       row->current = stored.state;
+      row->tid = stored.tid;
       return;
     }
     LimitConfig config = row->config.shards > 1 ? ratelimit::ShardConfig(row->config) : row->config;
@@ -288,7 +301,8 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
                             LimitState{},
                             false,
                             KeepsPrev(calls[i].config),
-                            0};
+                            0,
+                            {}};
   qsort(rows, n, sizeof(LockedRow), CompareRows);
   int distinct = 0;
   for (int i = 0; i < n; ++i)
@@ -296,7 +310,7 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
   for (int i = 0; i < distinct; ++i) LockOrCreateRow(&rows[i]);
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < entries[i].count; ++j) {
-      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, false, 0};
+      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, false, 0, {}};
       void* found = std::bsearch(&key, rows, distinct, sizeof(LockedRow), CompareRows);
       entries[i].row[j] = static_cast<int>(static_cast<LockedRow*>(found) - rows);
     }
@@ -309,7 +323,8 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   if (entry.count == 1) {
     LockedRow& row = rows[entry.row[0]];
     Decision d = ratelimit::Decide(call.config, row.current, now, call.origin, call.request);
-    if (d.ok) row = LockedRow{row.id, row.config, row.origin, d.next, true, row.keep_prev, d.full_at};
+    if (d.ok)
+      row = LockedRow{row.id, row.config, row.origin, d.next, true, row.keep_prev, d.full_at, row.tid};
     return d;
   }
   ShardInput inputs[2];
@@ -319,8 +334,8 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   for (int j = 0; d.summary.ok && j < 2; ++j) {
     if (!d.writes[j].write) continue;
     LockedRow& row = rows[entry.row[j]];
-    row =
-        LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, row.keep_prev, d.writes[j].full_at};
+    row = LockedRow{row.id, row.config,    row.origin,          d.writes[j].next,
+                    true,   row.keep_prev, d.writes[j].full_at, row.tid};
   }
   return d.summary;
 }
@@ -370,7 +385,8 @@ Decision RefundTokens(const LimitCall& call, double amount) {
   if (call.config.shards <= 1) {
     StoredState stored = ReadState(call.id, ReadMode::kLock);
     Decision decision = ratelimit::Refund(call.config, stored.state, ClockNow(), call.origin, amount);
-    if (stored.state.exists) UpdateLockedState(call.id, WriteOf(call, decision.next, decision.full_at));
+    if (stored.state.exists)
+      UpdateLockedState(call.id, &stored.tid, WriteOf(call, decision.next, decision.full_at));
     return decision;
   }
   ShardInput* all = ReadDenseShards(call, true);
@@ -380,7 +396,7 @@ Decision RefundTokens(const LimitCall& call, double amount) {
                                              ClockNow(), call.origin, amount, writes);
   for (int i = 0; i < call.config.shards; ++i)
     if (writes[i].write && all[i].state.exists)
-      UpdateLockedState(ShardId(call.id, i), WriteOf(call, writes[i].next, writes[i].full_at));
+      UpdateLockedState(ShardId(call.id, i), nullptr, WriteOf(call, writes[i].next, writes[i].full_at));
   return summary;
 }
 
@@ -403,7 +419,8 @@ void ConsumeAll(LimitCall* calls, int count, Decision* out) {
   if (!all_ok) return JitterAll(calls, count, out);  // one refused under the locks: consume none
   for (int i = 0; i < distinct; ++i)
     if (rows[i].dirty)
-      UpdateLockedState(rows[i].id, RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
+      UpdateLockedState(rows[i].id, &rows[i].tid,
+                        RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
 }
 
 }  // namespace ratelimit_pg

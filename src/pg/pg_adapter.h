@@ -100,7 +100,9 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInpu
 bool InsertState(const LimitId& id, const RowWrite& row);
 void MaterializeShards(const LimitId& id, int shards, const RowWrite& initial);
 bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row);
-void UpdateLockedState(const LimitId& id, const RowWrite& row);
+// Updates a row this transaction has locked; tid (may be nullptr) is where
+// the locked version is, which lets the update skip the SQL executor.
+void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowWrite& row);
 bool DeleteStates(const LimitId& id);
 int64 DeleteIdleStates(Micros now);
 bool LookupDefinedConfig(text* name, LimitConfig* config);

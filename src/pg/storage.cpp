@@ -385,6 +385,73 @@ StoredState ReadStateDirect(const LimitId& id) {
   return out;
 }
 
+// What locking a row version found.
+enum class LockOutcome { kLocked, kBusy, kGone };
+
+// Locks the row version at *tid FOR UPDATE, as the executor's LockRows node
+// does: in READ COMMITTED it follows the update chain to the newest version
+// (waiting for its writer unless skip_locked); under REPEATABLE READ or
+// SERIALIZABLE a concurrent update or delete is a serialization failure.
+// On kLocked the slot holds the locked version.
+LockOutcome LockVersion(Relation table, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                        bool skip_locked) {
+  int flags = IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
+  TM_FailureData failure;
+  TM_Result result =
+      table_tuple_lock(table, tid, snapshot, slot, GetCurrentCommandId(true), LockTupleExclusive,
+                       skip_locked ? LockWaitSkip : LockWaitBlock, flags, &failure);
+  switch (result) {
+    case TM_Ok:
+      return LockOutcome::kLocked;
+    case TM_WouldBlock:
+      return LockOutcome::kBusy;
+    case TM_Updated:
+    case TM_Deleted:
+      if (IsolationUsesXactSnapshot())
+        ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                        errmsg("could not serialize access due to concurrent update")));
+      if (result == TM_Deleted) return LockOutcome::kGone;
+      elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+      break;
+    default:
+      elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+  }
+  return LockOutcome::kGone;
+}
+
+// SELECT ... FOR UPDATE [SKIP LOCKED] of one row without an executor: probe
+// the unique index with a fresh snapshot, then lock the version found (and
+// follow it to the newest one). *busy is set when skip_locked found the row
+// held by another transaction; a row that vanished reads as no row.
+StoredState LockStateDirect(const LimitId& id, bool skip_locked, bool* busy) {
+  *busy = false;
+  CommandCounterIncrement();
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  Relation table = table_open(relations.table, RowShareLock);
+  Relation index =
+      index_open(id.key_text ? relations.keyed_index : relations.null_key_index, AccessShareLock);
+  ScanKeyData keys[3];
+  int nkeys = FillIndexKeys(id, keys);
+  IndexScanDesc scan = index_beginscan(table, index, snapshot, nkeys, 0);
+  index_rescan(scan, keys, nkeys, nullptr, 0);
+  TupleTableSlot* slot = table_slot_create(table, nullptr);
+  StoredState out{};
+  out.prev_is_null = true;
+  ItemPointerSetInvalid(&out.tid);
+  if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    ItemPointerData tid = slot->tts_tid;
+    LockOutcome outcome = LockVersion(table, &tid, snapshot, slot, skip_locked);
+    if (outcome == LockOutcome::kLocked) out = StoredStateFromSlot(slot);
+    *busy = outcome == LockOutcome::kBusy;
+  }
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  index_close(index, NoLock);
+  table_close(table, NoLock);
+  UnregisterSnapshot(snapshot);
+  return out;
+}
+
 // Puts a full state row (identity and new state) into a virtual slot.
 void FillStateSlot(const LimitId& id, const RowWrite& row, TupleTableSlot* slot) {
   ExecClearTuple(slot);
@@ -493,6 +560,10 @@ void PrepareStorage(Oid extension_namespace) {
 
 StoredState ReadState(const LimitId& id, ReadMode mode) {
   if (mode == ReadMode::kUnlocked) return ReadStateDirect(id);
+  if (relations.direct_writes) {
+    bool busy = false;
+    return LockStateDirect(id, mode == ReadMode::kLockSkipLocked, &busy);
+  }
   Datum values[3];
   char nulls[3];
   FillIdParams(id, id.shard, values, nulls);
@@ -550,7 +621,13 @@ bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, cons
   return SPI_processed == 1;
 }
 
-void UpdateLockedState(const LimitId& id, const RowWrite& row) {
+void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowWrite& row) {
+  if (relations.direct_writes && tid != nullptr && ItemPointerIsValid(tid)) {
+    StoredState locked{};
+    locked.tid = *tid;
+    if (!UpdateReadVersion(id, locked, row)) elog(ERROR, "ratelimit: a locked state row changed");
+    return;
+  }
   Datum values[7];
   char nulls[7];
   FillWriteParams(id, row, values, nulls);
