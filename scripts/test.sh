@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
-# libpqxx client contention tests, the C++ client's API tests and the fault
-# tests (which crash and restart the server) against a throwaway cluster, then the unit and client tests again
-# built with ASan+UBSan. Installs missing Debian packages first.
+# libpqxx client contention tests, the C++ client's API tests, the example
+# HTTP service's end-to-end test and the fault tests (which crash and restart
+# the server) against a throwaway cluster, then the unit and client tests
+# again built with ASan+UBSan. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -40,6 +41,10 @@ record $rc "client contention tests"
 echo "== C++ client API tests (build/client_api_tests)"
 rc=0; build/client_api_tests || rc=$?
 record $rc "C++ client API tests"
+
+echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
+rc=0; examples/http-api/run-e2e.sh || rc=$?
+record $rc "example HTTP service end-to-end"
 
 echo "== fault tests: kill, crash and restart, timeouts, DROP/CREATE EXTENSION, dump/restore (build/faults_test)"
 rc=0; build/faults_test || rc=$?

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End-to-end test of the example HTTP service: builds it (build-example/),
+# creates a fresh database with the extension in the running cluster that
+# PGHOST/PGPORT/PGUSER/PGDATABASE point to (as a superuser), starts the service
+# on a free loopback port with small limits, runs test_e2e against it, and
+# stops the service and drops the database, on failure too. Exit status 0 only
+# if everything passed. scripts/test.sh runs it against its throwaway cluster.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source examples/http-api/service.sh
+
+for var in PGHOST PGPORT PGUSER PGDATABASE; do
+  [ -n "${!var:-}" ] || { echo "run-e2e.sh: $var is not set (start a cluster first)" >&2; exit 2; }
+done
+
+echo "-- building examples/http-api (build-example)"
+build_http_api
+
+# Small limits, so that every path is reached in a few requests. The fixed
+# window starts now, so that no window boundary (which would add tokens) falls
+# inside the run. The service and the test both read these variables.
+export HTTP_API_MESSAGES_LIMIT='{"kind": "token bucket", "rate": 3, "period": "1 hour", "capacity": 3}'
+export HTTP_API_SIGNUP_LIMIT="{\"kind\": \"fixed window\", \"rate\": 3, \"period\": \"1 hour\", \"start\": $(date +%s%3N)}"
+export HTTP_API_COMPLETIONS_LIMIT='{"kind": "token bucket", "rate": 100, "period": "1 hour", "maxReserved": 100}'
+
+db=ratelimit_http_e2e
+workdir=$(mktemp -d /tmp/ratelimit-http-e2e.XXXXXX)
+HTTP_API_PID=""
+cleanup() {
+  stop_http_api "$HTTP_API_PID"
+  PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db" || true
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db"
+createdb "$db"
+export PGDATABASE=$db
+psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION ratelimit"
+
+start_http_api "$workdir/service"
+echo "-- service listening on 127.0.0.1:$HTTP_API_PORT (pid $HTTP_API_PID)"
+
+rc=0
+HTTP_API_E2E_PORT=$HTTP_API_PORT build-example/http_api_e2e --gtest_brief=1 || rc=$?
+
+# What the service logged: each 500 it answered (one is deliberate).
+if [ -s "$workdir/service.stderr" ]; then
+  echo "-- service stderr:"
+  cat "$workdir/service.stderr"
+fi
+if ! kill -0 "$HTTP_API_PID" 2>/dev/null; then
+  echo "run-e2e.sh: the service died during the test" >&2
+  rc=1
+fi
+exit $rc

@@ -1,0 +1,109 @@
+// ratelimit-http-api: an example HTTP service whose endpoints are rate
+// limited by the ratelimit extension, in the transaction that does the work.
+// See README.md for the endpoints and flags.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <functional>
+#include <iostream>
+#include <thread>
+
+#include <httplib.h>
+
+#include "api.h"
+#include "options.h"
+#include "pool.h"
+#include "store.h"
+
+namespace {
+
+using http_api::Options;
+
+// Persistent connections are kept for this many requests (httplib's default,
+// 5, would make a benchmark measure TCP handshakes).
+constexpr std::size_t kKeepAliveMaxCount = 1000;
+
+// SIGINT and SIGTERM, blocked in every thread so that only sigwait sees them.
+sigset_t TerminationSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+// Stops the server at the first SIGINT or SIGTERM. A signal handler could
+// not call Server::stop() safely; a thread waiting in sigwait can.
+void StopOnSignal(httplib::Server& server) {
+  sigset_t signals = TerminationSignals();
+  int signal = 0;
+  sigwait(&signals, &signal);
+  server.stop();
+}
+
+// Binds the listening socket; the port, or -1.
+int Bind(httplib::Server& server, const Options& options) {
+  if (options.port == 0) return server.bind_to_any_port(options.host);
+  return server.bind_to_port(options.host, options.port) ? options.port : -1;
+}
+
+void ConfigureServer(httplib::Server& server, const Options& options) {
+  int threads = options.threads;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_keep_alive_max_count(kKeepAliveMaxCount);
+  // httplib writes the headers and the body separately: with Nagle's
+  // algorithm the body then waits for the client's delayed ACK (~40 ms).
+  server.set_tcp_nodelay(true);
+}
+
+// Serves until SIGINT or SIGTERM; the exit status.
+int Serve(const Options& options) {
+  http_api::ConnectionPool pool(options.conninfo, options.threads, [&options](pqxx::connection& conn) {
+    http_api::PrepareStatements(conn, options.limiter);
+  });
+  http_api::Api api(pool, options.limiter);
+  httplib::Server server;
+  ConfigureServer(server, options);
+  http_api::RegisterRoutes(server, api);
+  int port = Bind(server, options);
+  if (port < 0) {
+    std::cerr << "ratelimit-http-api: cannot listen on " << options.host << ":" << options.port << std::endl;
+    return 1;
+  }
+  // The first line of stdout, flushed: scripts wait for it to learn the port.
+  std::cout << "listening on " << options.host << ":" << port << std::endl;
+  std::thread stopper(StopOnSignal, std::ref(server));
+  bool served = server.listen_after_bind();
+  // If listening failed, no signal came: send one so the stopper returns.
+  kill(getpid(), SIGTERM);
+  stopper.join();
+  return served ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = http_api::ParseOptions(argc, argv);
+  } catch (const http_api::UsageError& e) {
+    std::cerr << "ratelimit-http-api: " << e.what() << std::endl;
+    return 2;
+  }
+  if (options.help) {
+    std::cout << http_api::Usage();
+    return 0;
+  }
+  // Before any thread starts, so that every thread inherits the mask.
+  sigset_t signals = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  try {
+    pqxx::connection conn(options.conninfo);
+    http_api::PrepareDatabase(conn, options);
+  } catch (const std::exception& e) {
+    std::cerr << "ratelimit-http-api: cannot prepare the database: " << e.what() << std::endl;
+    return 1;
+  }
+  return Serve(options);
+}

@@ -1,0 +1,134 @@
+#include "store.h"
+
+namespace http_api {
+namespace {
+
+// Serialises schema creation between services starting at the same time:
+// concurrent CREATE TABLE IF NOT EXISTS of one table can fail on the catalog's
+// unique index. Any constant works; this one is "rl-http" in ASCII.
+constexpr std::int64_t kSchemaLockId = 0x726c2d68747470;
+
+constexpr char kCreateTables[] = R"(
+CREATE TABLE IF NOT EXISTS messages (
+  id bigserial PRIMARY KEY,
+  user_id text NOT NULL,
+  body text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS signups (
+  id bigserial PRIMARY KEY,
+  email text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS completions (
+  id bigserial PRIMARY KEY,
+  user_id text NOT NULL,
+  tokens int NOT NULL,
+  scheduled_at timestamptz NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()))";
+
+// A prepared statement: the name it is prepared under, and its text.
+struct Statement {
+  const char* name;
+  const char* sql;
+};
+
+// The limit statements: the verdict and its headers in one round trip. The
+// names are kMessagesLimit, kSignupLimit and kCompletionsLimit.
+// retry_at goes out through to_json for ISO 8601 whatever the DateStyle.
+constexpr Statement kLimitMessage{
+    "limit_message",
+    "SELECT r.ok, r.retry_after, to_json(r.retry_at) #>> '{}', ratelimit_headers('messages', r) "
+    "FROM ratelimit_limit('messages', $1) r"};
+constexpr Statement kLimitSignup{
+    "limit_signup",
+    "SELECT r.ok, r.retry_after, to_json(r.retry_at) #>> '{}', ratelimit_headers('signup', r) "
+    "FROM ratelimit_limit('signup') r"};
+constexpr Statement kLimitCompletion{
+    "limit_completion",
+    "SELECT r.ok, r.retry_after, to_json(r.retry_at) #>> '{}', ratelimit_headers('completions', r) "
+    "FROM ratelimit_limit('completions', $1, count => $2, reserve => true) r"};
+
+constexpr Statement kInsertMessage{"insert_message",
+                                   "INSERT INTO messages (user_id, body) VALUES ($1, $2) RETURNING id"};
+// ON CONFLICT instead of catching the unique violation: a repeated email is
+// an answer (409), not an error.
+constexpr Statement kInsertSignup{
+    "insert_signup", "INSERT INTO signups (email) VALUES ($1) ON CONFLICT (email) DO NOTHING RETURNING id"};
+constexpr Statement kInsertCompletion{
+    "insert_completion",
+    "INSERT INTO completions (user_id, tokens, scheduled_at) "
+    "VALUES ($1, $2, coalesce($3::timestamptz, now())) RETURNING id, to_json(scheduled_at) #>> '{}'"};
+
+void Prepare(pqxx::connection& conn, const Statement& statement) {
+  conn.prepare(statement.name, statement.sql);
+}
+
+Verdict VerdictFromRow(const pqxx::row& row) {
+  Verdict verdict;
+  verdict.ok = row[0].as<bool>();
+  if (!row[1].is_null()) verdict.retry_after = row[1].as<double>();
+  if (!row[2].is_null()) verdict.retry_at = row[2].as<std::string>();
+  verdict.headers = nlohmann::json::parse(row[3].c_str());
+  return verdict;
+}
+
+void DefineLimit(pqxx::work& tx, const char* name, const std::string& config) {
+  tx.exec_params("SELECT ratelimit_define($1, $2::jsonb)", name, config);
+}
+
+}  // namespace
+
+void PrepareDatabase(pqxx::connection& conn, const Options& options) {
+  pqxx::work tx(conn);
+  tx.exec_params("SELECT pg_advisory_xact_lock($1)", kSchemaLockId);
+  tx.exec(kCreateTables);
+  if (options.limiter) {
+    DefineLimit(tx, kMessagesLimit, options.messages_limit);
+    DefineLimit(tx, kSignupLimit, options.signup_limit);
+    DefineLimit(tx, kCompletionsLimit, options.completions_limit);
+  }
+  tx.commit();
+}
+
+void PrepareStatements(pqxx::connection& conn, bool limiter) {
+  if (limiter) {
+    Prepare(conn, kLimitMessage);
+    Prepare(conn, kLimitSignup);
+    Prepare(conn, kLimitCompletion);
+  }
+  Prepare(conn, kInsertMessage);
+  Prepare(conn, kInsertSignup);
+  Prepare(conn, kInsertCompletion);
+}
+
+Verdict LimitMessage(pqxx::work& tx, const std::string& user) {
+  return VerdictFromRow(tx.exec_prepared1(kLimitMessage.name, user));
+}
+
+Verdict LimitSignup(pqxx::work& tx) { return VerdictFromRow(tx.exec_prepared1(kLimitSignup.name)); }
+
+Verdict LimitCompletion(pqxx::work& tx, const std::string& user, int tokens) {
+  return VerdictFromRow(tx.exec_prepared1(kLimitCompletion.name, user, tokens));
+}
+
+std::int64_t InsertMessage(pqxx::work& tx, const std::string& user, const std::string& text) {
+  return tx.exec_prepared1(kInsertMessage.name, user, text)[0].as<std::int64_t>();
+}
+
+std::optional<std::int64_t> InsertSignup(pqxx::work& tx, const std::string& email) {
+  pqxx::result inserted = tx.exec_prepared(kInsertSignup.name, email);
+  if (inserted.empty()) return std::nullopt;
+  return inserted[0][0].as<std::int64_t>();
+}
+
+Completion InsertCompletion(pqxx::work& tx, const std::string& user, int tokens,
+                            const std::optional<std::string>& run_at) {
+  pqxx::row row = tx.exec_prepared1(kInsertCompletion.name, user, tokens, run_at);
+  return Completion{row[0].as<std::int64_t>(), row[1].as<std::string>()};
+}
+
+void Ping(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  tx.exec1("SELECT 1");
+}
+
+}  // namespace http_api

@@ -1,0 +1,67 @@
+// The SQL the service runs: its schema, its limits, and one function per
+// prepared statement. Each statement runs in the caller's transaction, so a
+// limit call and the insert it guards commit or roll back together.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "options.h"
+
+namespace http_api {
+
+// The limits' names, as ratelimit_define stores them and the RateLimit
+// headers show them.
+inline constexpr char kMessagesLimit[] = "messages";
+inline constexpr char kSignupLimit[] = "signup";
+inline constexpr char kCompletionsLimit[] = "completions";
+
+// Creates the tables if missing and, with the limiter, defines the limits
+// with the configs of `options`. Safe to run from several processes at once.
+void PrepareDatabase(pqxx::connection& conn, const Options& options);
+
+// Prepares the statements below on a new connection (the limit statements
+// only with the limiter: without it the extension need not be installed).
+void PrepareStatements(pqxx::connection& conn, bool limiter);
+
+// One ratelimit_limit answer and the HTTP headers ratelimit_headers made of it.
+struct Verdict {
+  bool ok = false;
+  std::optional<double> retry_after;    // seconds; set when refused or reserved for later
+  std::optional<std::string> retry_at;  // the same moment, ISO 8601
+  nlohmann::json headers;               // header name -> value, all strings
+};
+
+// Takes one token of the user's message limit.
+Verdict LimitMessage(pqxx::work& tx, const std::string& user);
+
+// Takes one token of the global sign-up limit (key NULL).
+Verdict LimitSignup(pqxx::work& tx);
+
+// Takes (or reserves, when the bucket is empty) `tokens` of the user's
+// completion limit.
+Verdict LimitCompletion(pqxx::work& tx, const std::string& user, int tokens);
+
+// The id of the new message.
+std::int64_t InsertMessage(pqxx::work& tx, const std::string& user, const std::string& text);
+
+// The id of the new sign-up, or nothing if the email has signed up already.
+std::optional<std::int64_t> InsertSignup(pqxx::work& tx, const std::string& email);
+
+struct Completion {
+  std::int64_t id = 0;
+  std::string scheduled_at;  // ISO 8601
+};
+
+// Stores a completion to run at `run_at` (ISO 8601), or now if not given.
+Completion InsertCompletion(pqxx::work& tx, const std::string& user, int tokens,
+                            const std::optional<std::string>& run_at);
+
+// Whether the database answers (for GET /healthz).
+void Ping(pqxx::connection& conn);
+
+}  // namespace http_api
