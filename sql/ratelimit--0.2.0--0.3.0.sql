@@ -8,7 +8,7 @@ CREATE FUNCTION @extschema@.ratelimit_headers(
     config jsonb DEFAULT NULL)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'ratelimit_headers'
-LANGUAGE C STABLE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.ratelimit_headers(text, @extschema@.ratelimit_result, jsonb) IS
@@ -19,7 +19,7 @@ CREATE FUNCTION @extschema@.ratelimit_status_rows()
 RETURNS TABLE (name text, key text, shard smallint, kind text, value double precision, ts timestamptz,
                stored_value double precision, idle_at timestamptz)
 AS 'MODULE_PATHNAME', 'ratelimit_status_rows'
-LANGUAGE C STABLE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION @extschema@.ratelimit_status_rows() IS
@@ -36,3 +36,8 @@ REVOKE ALL ON FUNCTION @extschema@.ratelimit_headers(text, @extschema@.ratelimit
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_status_rows() FROM PUBLIC;
 REVOKE ALL ON @extschema@.ratelimit_status FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.ratelimit_headers(text, @extschema@.ratelimit_result, jsonb) TO PUBLIC;
+
+-- A publication (e.g. FOR ALL TABLES) refuses UPDATE and DELETE on a table
+-- without a replica identity, and the unique index cannot be one (key is
+-- nullable). FULL costs nothing unless wal_level = logical.
+ALTER TABLE @extschema@.ratelimit_state REPLICA IDENTITY FULL;

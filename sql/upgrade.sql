@@ -39,7 +39,7 @@ FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND N
 WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
   AND c.relnamespace = 'public'::regnamespace
 UNION ALL
-SELECT c.relname || ' relkind=' || c.relkind::text || ' public_select=' || has_table_privilege('public', c.oid, 'SELECT')
+SELECT c.relname || ' relkind=' || c.relkind::text || ' replident=' || c.relreplident::text || ' public_select=' || has_table_privilege('public', c.oid, 'SELECT')
        || ' commented=' || (obj_description(c.oid, 'pg_class') IS NOT NULL)
 FROM pg_class c WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
   AND c.relnamespace = 'public'::regnamespace

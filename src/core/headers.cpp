@@ -41,9 +41,14 @@ HeaderNumbers ComputeHeaderNumbers(const LimitConfig& config, const HeaderAnswer
   if (out.window < 1) out.window = 1;
   // Exact for whole-second periods; a sub-second or fractional period is
   // described by the rate over its rounded-up window.
+  // A rate below one per window would read as "nothing allowed" (q=0):
+  // widen the window until it holds one whole token.
+  bool under_one = config.rate * static_cast<double>(out.window) < period_seconds;
+  if (config.rate > 0 && under_one) out.window = CeilToHeader(period_seconds / config.rate);
   out.quota = config.period > 0 && out.window * kMicrosPerSecond == config.period
                   ? FloorToHeader(config.rate)
                   : FloorToHeader(config.rate * static_cast<double>(out.window) / period_seconds);
+  if (config.rate > 0 && out.quota < 1) out.quota = 1;  // rounding below a whole token
   out.limit = FloorToHeader(Capacity(config));
   out.remaining = FloorToHeader(answer.remaining);
   if (out.remaining > out.limit) out.remaining = out.limit;

@@ -41,8 +41,9 @@ struct HeaderNumbers {
 bool HeaderAnswerFinite(const HeaderAnswer& answer) noexcept;
 
 // The header numbers for an answer of a limit with a valid `config`, at
-// clock `now`. The window is the period in whole seconds (rounded up), and
-// the quota the rate scaled to that window, rounded down. "More quota" is
+// clock `now`. The window is the period in whole seconds (rounded up, and
+// widened until it holds at least one token), and the quota the rate scaled
+// to that window, rounded down. "More quota" is
 // the retry time when the answer has one, else the time the limit is full.
 HeaderNumbers ComputeHeaderNumbers(const LimitConfig& config, const HeaderAnswer& answer,
                                    Micros now) noexcept;

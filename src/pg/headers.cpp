@@ -35,9 +35,9 @@ void AppendHeader(StringInfo buf, const char* name, const char* value, bool* fir
   escape_json(buf, value);
 }
 
-void AppendIntegerHeader(StringInfo buf, const char* name, int64 value, bool* first) {
+void AppendIntegerHeader(StringInfo buf, const char* name, std::int64_t value, bool* first) {
   char text[32];
-  snprintf(text, sizeof text, INT64_FORMAT, value);
+  snprintf(text, sizeof text, "%lld", static_cast<long long>(value));
   AppendHeader(buf, name, text, first);
 }
 
@@ -52,8 +52,10 @@ char* HeadersJsonText(const LimitId& id, const LimitConfig& config, const rateli
   StringInfoData state;
   initStringInfo(&state);
   appendBinaryStringInfo(&state, policy.data, policy.len);
-  appendStringInfo(&policy, ";q=" INT64_FORMAT ";w=" INT64_FORMAT, h.quota, h.window);
-  appendStringInfo(&state, ";r=" INT64_FORMAT ";t=" INT64_FORMAT, h.remaining, h.reset_seconds);
+  appendStringInfo(&policy, ";q=%lld;w=%lld", static_cast<long long>(h.quota),
+                   static_cast<long long>(h.window));
+  appendStringInfo(&state, ";r=%lld;t=%lld", static_cast<long long>(h.remaining),
+                   static_cast<long long>(h.reset_seconds));
 
   StringInfoData buf;
   initStringInfo(&buf);

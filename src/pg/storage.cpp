@@ -15,6 +15,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/pg_type.h"
 #include "nodes/pg_list.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -297,12 +298,33 @@ AttrNumber RequireColumn(Oid relid, const char* name) {
   return attnum;
 }
 
-// Whether the state table has just the extension's two indexes and no
-// triggers or row security, so a direct update maintains everything.
-bool OnlyOurIndexesNoTriggers(Oid table_oid) {
+// The columns a table has (dropped ones not counted).
+int LiveColumns(Relation table) {
+  int live = 0;
+  for (int i = 0; i < RelationGetNumberOfAttributes(table); ++i)
+    if (!TupleDescAttr(RelationGetDescr(table), i)->attisdropped) ++live;
+  return live;
+}
+
+// Whether the only CHECK constraint is the extension's own (shard >= 0),
+// which every write satisfies.
+bool OnlyOurCheck(Relation table) {
+  TupleConstr* constr = RelationGetDescr(table)->constr;
+  if (constr == nullptr || constr->num_check == 0) return true;
+  return constr->num_check == 1 && std::strcmp(constr->check[0].ccname, "ratelimit_state_shard_check") == 0;
+}
+
+// Whether the state table is exactly as the extension made it: its two
+// indexes, its columns, its CHECK, and no triggers, rules or row security.
+// Then a direct write maintains everything an SQL UPDATE would; otherwise
+// writes go through SQL, so nobody's index, trigger, rule, constraint or
+// added column is bypassed.
+bool TableAsInstalled(Oid table_oid, bool has_idle_at) {
   Relation table = table_open(table_oid, AccessShareLock);
   List* indexes = RelationGetIndexList(table);
-  bool simple = list_length(indexes) == 2 && !table->rd_rel->relhastriggers && !table->rd_rel->relrowsecurity;
+  bool simple = list_length(indexes) == 2 && !table->rd_rel->relhastriggers &&
+                !table->rd_rel->relrowsecurity && !table->rd_rel->relhasrules &&
+                LiveColumns(table) == (has_idle_at ? 7 : 6) && OnlyOurCheck(table);
   list_free(indexes);
   table_close(table, AccessShareLock);
   return simple;
@@ -324,7 +346,7 @@ StateRelations FindStateRelations(Oid extension_namespace) {
   found.prev = RequireColumn(found.table, "prev");
   found.idle_at = get_attnum(found.table, "idle_at");
   found.has_idle_at = found.idle_at != InvalidAttrNumber;
-  found.direct_writes = OnlyOurIndexesNoTriggers(found.table);
+  found.direct_writes = TableAsInstalled(found.table, found.has_idle_at);
   return found;
 }
 
@@ -405,6 +427,8 @@ LockOutcome LockVersion(Relation table, ItemPointer tid, Snapshot snapshot, Tupl
       return LockOutcome::kLocked;
     case TM_WouldBlock:
       return LockOutcome::kBusy;
+    case TM_SelfModified:  // changed by the statement calling us: skipped, as LockRows does
+      return LockOutcome::kGone;
     case TM_Updated:
     case TM_Deleted:
       if (IsolationUsesXactSnapshot())
@@ -505,6 +529,7 @@ void InsertIndexEntries(Relation table, const LimitId& id, ItemPointer tid) {
 // then the caller decides again under the row lock.
 bool UpdateReadVersion(const LimitId& id, const StoredState& expected, const RowWrite& row) {
   Relation table = table_open(relations.table, RowExclusiveLock);
+  CheckCmdReplicaIdentity(table, CMD_UPDATE);  // as ExecUpdate: a publication needs a replica identity
   TupleTableSlot* slot = table_slot_create(table, nullptr);
   FillStateSlot(id, row, slot);
   ItemPointerData tid = expected.tid;
@@ -657,12 +682,16 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
   char* sql = psprintf(
       "SELECT s.name, s.key, s.shard, s.value, s.ts, s.prev, s.idle_at, d.config"
       " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name"
-      " ORDER BY s.name, s.key, s.shard",
+      " ORDER BY s.name, s.key NULLS FIRST, s.shard",
       quote_identifier(prepared_schema), quote_identifier(prepared_schema));
   Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
+  // What one batch detoasts or copies is freed with it.
+  MemoryContext batch =
+      AllocSetContextCreate(CurrentMemoryContext, "ratelimit status batch", ALLOCSET_DEFAULT_SIZES);
   for (;;) {
     SPI_cursor_fetch(portal, true, 1000);
     if (SPI_processed == 0) break;
+    MemoryContext outer = MemoryContextSwitchTo(batch);
     TupleDesc desc = SPI_tuptable->tupdesc;
     for (uint64 row = 0; row < SPI_processed; ++row) {
       HeapTuple tuple = SPI_tuptable->vals[row];
@@ -686,8 +715,11 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
       out.config = isnull ? nullptr : DatumGetJsonbP(config);
       sink(out, context);
     }
+    MemoryContextSwitchTo(outer);
+    MemoryContextReset(batch);
     SPI_freetuptable(SPI_tuptable);
   }
+  MemoryContextDelete(batch);
   SPI_cursor_close(portal);
   pfree(sql);
 }

@@ -67,6 +67,18 @@ TEST(HeaderNumbers, FractionalPeriodRoundsWindowUpAndQuotaDown) {
   EXPECT_EQ(h.quota, 13);  // 10 * 2 / 1.5 = 13.3
 }
 
+TEST(HeaderNumbers, RateBelowOnePerWindowWidensTheWindow) {
+  HeaderNumbers h = ComputeHeaderNumbers(TokenBucket(0.5, kSecond), Granted(0, 2), kT0);
+  EXPECT_EQ(h.window, 2);
+  EXPECT_EQ(h.quota, 1);
+  HeaderNumbers third = ComputeHeaderNumbers(FixedWindow(1.0 / 3, kSecond), Granted(0, 1), kW0);
+  EXPECT_EQ(third.window, 3);
+  EXPECT_EQ(third.quota, 1);
+  HeaderNumbers daily = ComputeHeaderNumbers(TokenBucket(0.1, kDay), Granted(0, 1), kT0);
+  EXPECT_EQ(daily.window, 864000);
+  EXPECT_EQ(daily.quota, 1);
+}
+
 TEST(HeaderNumbers, RefusalSendsRetryAfterRoundedUp) {
   HeaderNumbers h = ComputeHeaderNumbers(FixedWindow(10, kMinute), Refused(12.2, kW0, 0, 12.2), kW0);
   EXPECT_TRUE(h.has_retry_after);

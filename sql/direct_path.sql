@@ -1,0 +1,103 @@
+-- The direct read/lock/write path: several calls on the same rows in one
+-- transaction, and the fallback to SQL whenever the state table is no longer
+-- exactly as installed (an index, trigger, rule, column or CHECK added), so
+-- nothing anyone added to the table is bypassed.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+\set cfg '''{"kind": "token bucket", "rate": 100, "period": "1 minute"}'''
+\set sharded '''{"kind": "token bucket", "rate": 80, "period": "1 minute", "shards": 4}'''
+
+-- One transaction: limit twice, refund, limit_all on the same row, sharded calls.
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 2);
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 3);
+SELECT ok, remaining FROM ratelimit_refund('dp', 'a', 1, :cfg);
+SELECT ok, remaining FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'dp', 'key', 'a', 'config', :cfg::jsonb, 'count', 2),
+  jsonb_build_object('name', 'dp', 'key', 'a', 'config', :cfg::jsonb, 'count', 1)));
+SELECT ok FROM ratelimit_limit('dp', 'sh', :sharded, 2);
+SELECT ok FROM ratelimit_limit('dp', 'sh', :sharded, 2);
+SELECT ok FROM ratelimit_limit('dp', 'sh', :sharded, 3);
+SELECT value FROM ratelimit_value('dp', 'sh', :sharded);
+COMMIT;
+SELECT value FROM ratelimit_value('dp', 'a', :cfg);
+SELECT value FROM ratelimit_value('dp', 'sh', :sharded);
+SELECT count(*) AS versions_visible FROM ratelimit_state WHERE name = 'dp';
+-- The indexes agree with the table after those non-HOT and HOT updates.
+SET enable_seqscan = off;
+SELECT key, shard, value FROM ratelimit_state WHERE name = 'dp' AND key = 'a';
+SELECT count(*) AS shards_via_index FROM ratelimit_state WHERE name = 'dp' AND key = 'sh';
+RESET enable_seqscan;
+
+-- An added column (NOT NULL, with a default) keeps its value.
+ALTER TABLE ratelimit_state ADD COLUMN note text NOT NULL DEFAULT 'kept';
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT ok FROM ratelimit_limit('dp', 'sh', :sharded, 1);
+SELECT DISTINCT note FROM ratelimit_state WHERE name = 'dp';
+ALTER TABLE ratelimit_state DROP COLUMN note;
+-- A dropped column is no obstacle to the direct path.
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+
+-- An added CHECK constraint is enforced.
+ALTER TABLE ratelimit_state ADD CONSTRAINT dp_small CHECK (name <> 'dp' OR key <> 'a' OR value >= 50);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('dp', 'a', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}', 45) $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "dp", "key": "a", "count": 45, "config": {"kind": "token bucket", "rate": 100, "period": "1 minute"}}]') $$);
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+ALTER TABLE ratelimit_state DROP CONSTRAINT dp_small;
+
+-- An added trigger fires on every write.
+CREATE TABLE dp_log (op text, key text, value double precision);
+CREATE FUNCTION dp_log_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.dp_log VALUES (TG_OP, NEW.key, NEW.value);  -- triggers run with the functions' search_path
+  RETURN NEW;
+END $$;
+CREATE TRIGGER dp_log AFTER UPDATE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION dp_log_write();
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT ok FROM ratelimit_refund('dp', 'a', 1, :cfg);
+SELECT op, key, value FROM dp_log;
+DROP TRIGGER dp_log ON ratelimit_state;
+
+-- An added index is maintained (probed below with sequential scans off).
+CREATE INDEX dp_by_value ON ratelimit_state (value) WHERE name = 'dp';
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT key, value FROM ratelimit_state WHERE name = 'dp' AND value = (SELECT value FROM ratelimit_state WHERE name = 'dp' AND key = 'a');
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP INDEX dp_by_value;
+
+-- An added rule is applied.
+CREATE RULE dp_log_rule AS ON UPDATE TO ratelimit_state DO ALSO INSERT INTO public.dp_log VALUES ('RULE', NEW.key, NEW.value);
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT op, key, value FROM dp_log WHERE op = 'RULE';
+DROP RULE dp_log_rule ON ratelimit_state;
+
+-- A publication: the table's replica identity is FULL, so updates work;
+-- without one, they are refused (55000) as an SQL UPDATE would be.
+SET client_min_messages = error;  -- "wal_level is insufficient to publish"
+CREATE PUBLICATION dp_pub FOR TABLE ratelimit_state;
+RESET client_min_messages;
+SELECT relreplident FROM pg_class WHERE oid = 'ratelimit_state'::regclass;
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+ALTER TABLE ratelimit_state REPLICA IDENTITY DEFAULT;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('dp', 'a', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}', 1) $$);
+ALTER TABLE ratelimit_state REPLICA IDENTITY FULL;
+DROP PUBLICATION dp_pub;
+
+-- Back as installed: the direct path again, with the same answers.
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT value FROM ratelimit_value('dp', 'a', :cfg);
+DROP TABLE dp_log;
+DROP FUNCTION dp_log_write();
+SELECT ratelimit_reset('dp', 'a'), ratelimit_reset('dp', 'sh');
+RESET ratelimit.now;
