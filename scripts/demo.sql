@@ -50,3 +50,11 @@ FROM generate_series(1, 4) AS n,
 
 \echo '\n== The state: two numbers per limit'
 SELECT name, key, round(value::numeric, 2) AS value, ts FROM ratelimit_state ORDER BY name, key;
+
+\echo '\n== HTTP: the response headers of a refusal (ratelimit_headers)'
+SELECT jsonb_pretty(ratelimit_headers('thirdParty', r, '{"kind": "fixed window", "rate": 5, "period": "1 minute"}')) AS headers
+FROM ratelimit_limit('thirdParty', 'tenant-1', '{"kind": "fixed window", "rate": 5, "period": "1 minute"}') AS r;
+
+\echo '\n== The operator view (kind and value now for defined limits)'
+SELECT name, key, shard, kind, round(value::numeric, 2) AS value, round(stored_value::numeric, 2) AS stored_value
+FROM ratelimit_status ORDER BY name, key NULLS FIRST, shard;
