@@ -409,6 +409,41 @@ inline Value value(pqxx::transaction_base& tx, const std::string& name,
   return Value{row[0].as<double>(), TimePoint(std::chrono::microseconds(row[1].as<long long>()))};
 }
 
+// One HTTP response header: (name, value).
+using Header = std::pair<std::string, std::string>;
+
+// The HTTP response headers for `result`, an answer of limit `name` (ratelimit_headers), from the limit's
+// config (nullopt: the defined one): RateLimit-Policy, RateLimit, Retry-After (only when refused or reserved
+// for later) and X-RateLimit-Limit/-Remaining/-Reset. Every value is a whole, non-negative number or a
+// structured-field string; set them on the response as they are.
+inline std::vector<Header> headers(pqxx::transaction_base& tx, const std::string& name, const Result& result,
+                                   const std::optional<std::string>& config = std::nullopt,
+                                   const std::string& schema = kDefaultSchema) {
+  detail::Params params;
+  params.text(name, "the name").boolean(result.ok);
+  params.text(result.retry_after ? std::optional<std::string>(detail::float8_text(*result.retry_after))
+                                 : std::nullopt,
+              "retry_after");
+  params.text(
+      result.retry_at
+          ? std::optional<std::string>(std::to_string(
+                std::chrono::duration_cast<std::chrono::microseconds>(result.retry_at->time_since_epoch())
+                    .count()))
+          : std::nullopt,
+      "retry_at");
+  params.number(result.remaining).number(result.reset_after).text(config, "the config");
+  const std::string sql =
+      "SELECT h.key, h.value FROM pg_catalog.jsonb_each_text(" +
+      detail::qualified(tx, schema, "ratelimit_headers") +
+      "($1::text, ROW($2::boolean, $3::float8, 'epoch'::timestamptz + $4::int8 * interval '1 microsecond', "
+      "$5::float8, $6::float8)::" +
+      detail::qualified(tx, schema, "ratelimit_result") + ", $7::jsonb)) h";
+  std::vector<Header> out;
+  for (const pqxx::row& row : params.exec(tx, sql))
+    out.emplace_back(row[0].as<std::string>(), row[1].as<std::string>());
+  return out;
+}
+
 // Gives `count` tokens back (ratelimit_refund; owner only unless granted): capped at capacity, never below
 // the current value.
 inline Result refund(pqxx::transaction_base& tx, const std::string& name,

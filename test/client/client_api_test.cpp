@@ -289,6 +289,50 @@ TEST_F(ApiTest, InlineRoundTrip) {
   tx.commit();
 }
 
+// The value of header `name` in `headers` (nullopt if absent).
+std::optional<std::string> HeaderValue(const std::vector<ratelimit::Header>& headers,
+                                       const std::string& name) {
+  for (const auto& [header, value] : headers)
+    if (header == name) return value;
+  return std::nullopt;
+}
+
+// headers(): the response headers of a grant, a refusal and a reservation, with inline and defined configs.
+TEST_F(ApiTest, Headers) {
+  const std::string name = Name("headers");
+  const std::string config = Bucket(3, 3);  // 3 per hour, a token every 1200 s
+  pqxx::work tx(Conn());
+  Freeze(tx);
+  ratelimit::Result granted = ratelimit::limit(tx, name, "k", With(config));
+  auto h = ratelimit::headers(tx, name, granted, config, g_schema);
+  const std::string quoted = "\"" + name + "\"";
+  EXPECT_EQ(HeaderValue(h, "RateLimit-Policy"), quoted + ";q=3;w=3600");
+  EXPECT_EQ(HeaderValue(h, "RateLimit"), quoted + ";r=2;t=1200");
+  EXPECT_EQ(HeaderValue(h, "X-RateLimit-Limit"), "3");
+  EXPECT_EQ(HeaderValue(h, "X-RateLimit-Remaining"), "2");
+  EXPECT_EQ(HeaderValue(h, "X-RateLimit-Reset"), std::to_string(1893456000 + 1800 + 1200));
+  EXPECT_FALSE(HeaderValue(h, "Retry-After")) << "a grant has no Retry-After";
+
+  ratelimit::limit(tx, name, "k", With(config, 2));
+  ratelimit::Result refused = ratelimit::limit(tx, name, "k", With(config));
+  ASSERT_FALSE(refused.ok);
+  ratelimit::define(tx, name, config, g_schema);  // the defined config gives the same headers
+  auto r = ratelimit::headers(tx, name, refused, std::nullopt, g_schema);
+  EXPECT_EQ(HeaderValue(r, "Retry-After"), "1200");
+  EXPECT_EQ(HeaderValue(r, "RateLimit"), quoted + ";r=0;t=1200");
+  EXPECT_EQ(HeaderValue(r, "X-RateLimit-Remaining"), "0");
+  EXPECT_EQ(r, ratelimit::headers(tx, name, refused, config, g_schema));
+
+  const std::string reserving =
+      ratelimit::Config::token_bucket(3, hours(1)).capacity(3).max_reserved(5).json();
+  ratelimit::Result reserved = ratelimit::limit(tx, name, "r", With(reserving, 5, true));
+  ASSERT_TRUE(reserved.ok);
+  auto v = ratelimit::headers(tx, name, reserved, reserving, g_schema);
+  EXPECT_EQ(HeaderValue(v, "X-RateLimit-Remaining"), "0") << "never negative";
+  EXPECT_EQ(HeaderValue(v, "Retry-After"), "2400");
+  tx.abort();
+}
+
 // A named config (ratelimit_define), an inline config winning over it, and undefine.
 TEST_F(ApiTest, NamedConfig) {
   const std::string name = Name("named");
