@@ -381,42 +381,14 @@ StoredState StoredStateFromSlot(TupleTableSlot* slot) {
   return out;
 }
 
-// Reads a row through its unique index with a fresh MVCC snapshot, after a
-// command counter increment: what an SPI SELECT would see (the latest
-// committed state plus this transaction's own writes; SSI predicate locks
-// are taken by the index and heap access), without starting an executor.
-StoredState ReadStateDirect(const LimitId& id) {
-  CommandCounterIncrement();
-  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-  Relation table = table_open(relations.table, AccessShareLock);
-  Relation index =
-      index_open(id.key_text ? relations.keyed_index : relations.null_key_index, AccessShareLock);
-  ScanKeyData keys[3];
-  int nkeys = FillIndexKeys(id, keys);
-  IndexScanDesc scan = index_beginscan(table, index, snapshot, nkeys, 0);
-  index_rescan(scan, keys, nkeys, nullptr, 0);
-  TupleTableSlot* slot = table_slot_create(table, nullptr);
-  StoredState out{};
-  out.prev_is_null = true;
-  if (index_getnext_slot(scan, ForwardScanDirection, slot)) out = StoredStateFromSlot(slot);
-  ExecDropSingleTupleTableSlot(slot);
-  index_endscan(scan);
-  index_close(index, NoLock);
-  table_close(table, NoLock);
-  UnregisterSnapshot(snapshot);
-  return out;
-}
-
-// What locking a row version found.
-enum class LockOutcome { kLocked, kBusy, kGone };
-
 // Locks the row version at *tid FOR UPDATE, as the executor's LockRows node
 // does: in READ COMMITTED it follows the update chain to the newest version
 // (waiting for its writer unless skip_locked); under REPEATABLE READ or
 // SERIALIZABLE a concurrent update or delete is a serialization failure.
-// On kLocked the slot holds the locked version.
-LockOutcome LockVersion(Relation table, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
-                        bool skip_locked) {
+// True: locked, and the slot holds the locked version. False: busy
+// (skip_locked), deleted, or changed by the statement calling us; LockRows
+// skips such a row, and so do we.
+bool LockVersion(Relation table, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot, bool skip_locked) {
   int flags = IsolationUsesXactSnapshot() ? 0 : TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
   TM_FailureData failure;
   TM_Result result =
@@ -424,34 +396,36 @@ LockOutcome LockVersion(Relation table, ItemPointer tid, Snapshot snapshot, Tupl
                        skip_locked ? LockWaitSkip : LockWaitBlock, flags, &failure);
   switch (result) {
     case TM_Ok:
-      return LockOutcome::kLocked;
+      return true;
     case TM_WouldBlock:
-      return LockOutcome::kBusy;
-    case TM_SelfModified:  // changed by the statement calling us: skipped, as LockRows does
-      return LockOutcome::kGone;
+    case TM_SelfModified:
+      return false;
     case TM_Updated:
     case TM_Deleted:
       if (IsolationUsesXactSnapshot())
         ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                         errmsg("could not serialize access due to concurrent update")));
-      if (result == TM_Deleted) return LockOutcome::kGone;
-      elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+      if (result == TM_Deleted) return false;
       break;
     default:
-      elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+      break;
   }
-  return LockOutcome::kGone;
+  elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+  return false;
 }
 
-// SELECT ... FOR UPDATE [SKIP LOCKED] of one row without an executor: probe
-// the unique index with a fresh snapshot, then lock the version found (and
-// follow it to the newest one). *busy is set when skip_locked found the row
-// held by another transaction; a row that vanished reads as no row.
-StoredState LockStateDirect(const LimitId& id, bool skip_locked, bool* busy) {
-  *busy = false;
+// Reads a row through its unique index with a fresh MVCC snapshot, after a
+// command counter increment: what an SPI SELECT would see (the latest
+// committed state plus this transaction's own writes; SSI predicate locks
+// are taken by the index and heap access), without starting an executor.
+// With a lock mode it is SELECT ... FOR UPDATE [SKIP LOCKED]: the version
+// found is locked (and followed to the newest one); a row that is busy
+// (skip-locked) or vanished reads as no row.
+StoredState ReadStateDirect(const LimitId& id, ReadMode mode) {
+  bool lock = mode != ReadMode::kUnlocked;
   CommandCounterIncrement();
   Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-  Relation table = table_open(relations.table, RowShareLock);
+  Relation table = table_open(relations.table, lock ? RowShareLock : AccessShareLock);
   Relation index =
       index_open(id.key_text ? relations.keyed_index : relations.null_key_index, AccessShareLock);
   ScanKeyData keys[3];
@@ -464,9 +438,8 @@ StoredState LockStateDirect(const LimitId& id, bool skip_locked, bool* busy) {
   ItemPointerSetInvalid(&out.tid);
   if (index_getnext_slot(scan, ForwardScanDirection, slot)) {
     ItemPointerData tid = slot->tts_tid;
-    LockOutcome outcome = LockVersion(table, &tid, snapshot, slot, skip_locked);
-    if (outcome == LockOutcome::kLocked) out = StoredStateFromSlot(slot);
-    *busy = outcome == LockOutcome::kBusy;
+    if (!lock || LockVersion(table, &tid, snapshot, slot, mode == ReadMode::kLockSkipLocked))
+      out = StoredStateFromSlot(slot);
   }
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
@@ -584,11 +557,8 @@ void PrepareStorage(Oid extension_namespace) {
 }
 
 StoredState ReadState(const LimitId& id, ReadMode mode) {
-  if (mode == ReadMode::kUnlocked) return ReadStateDirect(id);
-  if (relations.direct_writes) {
-    bool busy = false;
-    return LockStateDirect(id, mode == ReadMode::kLockSkipLocked, &busy);
-  }
+  // Locks go through SQL when writes do, so the table's extras see the same path.
+  if (mode == ReadMode::kUnlocked || relations.direct_writes) return ReadStateDirect(id, mode);
   Datum values[3];
   char nulls[3];
   FillIdParams(id, id.shard, values, nulls);
