@@ -40,7 +40,9 @@ SET ROLE ratelimit_app;
 SELECT pg_temp.try($$ SELECT ratelimit_reset('priv', 'u') $$);
 RESET ROLE;
 
--- The functions run as their owner with a pinned search_path.
+-- The functions run with the caller's rights (no SECURITY DEFINER, no SET
+-- clause); the SQL they run is run as the tables' owner with a pinned
+-- search_path (tested below).
 SELECT proname, prosecdef, proconfig FROM pg_proc
 WHERE proname LIKE 'ratelimit\_%' ORDER BY proname;
 
@@ -53,6 +55,65 @@ SELECT count(*) FROM trap.ratelimit_state;
 SELECT count(*) FROM public.ratelimit_state WHERE name = 'priv-path';
 RESET search_path;
 DROP SCHEMA trap CASCADE;
+
+-- An operator trap ahead of pg_catalog in the caller's search_path is not
+-- used by the functions' SQL, even when a fresh session prepares it under
+-- that path as an app role: a named limit (its definition is looked up with
+-- name = $1), a new key (INSERT) and limit_all all work.
+CREATE SCHEMA optrap;
+CREATE FUNCTION optrap.text_eq(a text, b text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'the caller''s = operator was used';
+END $$;
+CREATE OPERATOR optrap.= (LEFTARG = text, RIGHTARG = text, FUNCTION = optrap.text_eq);
+GRANT USAGE ON SCHEMA optrap TO ratelimit_app;
+\c
+SET ROLE ratelimit_app;
+SET search_path = optrap, pg_catalog, public;
+SELECT 'a' = 'a' AS trap_armed_for_the_caller;
+SELECT ok FROM public.ratelimit_limit('priv', 'trap-user');
+SELECT ok FROM public.ratelimit_limit('priv-inline', 'trap-user', '{"kind": "fixed window", "rate": 1, "period": 1000}');
+SELECT name, key, ok FROM public.ratelimit_limit_all('[{"name": "priv", "key": "trap-user-2"}]');
+RESET search_path;
+RESET ROLE;
+DROP SCHEMA optrap CASCADE;
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- The SQL the functions run (here the update of a table with a trigger,
+-- which goes through SQL) runs as the tables' owner with the pinned
+-- search_path; afterwards, and after an error inside it, the caller's role
+-- and search_path are back.
+CREATE TABLE sql_scope_log (is_owner boolean, search_path text);
+CREATE FUNCTION sql_scope_probe() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.sql_scope_log
+  SELECT current_user = c.relowner::regrole::name, current_setting('search_path')
+  FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID;
+  IF NEW.key = 'fail' THEN
+    RAISE EXCEPTION 'probe refused the write';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER sql_scope_probe BEFORE INSERT OR UPDATE ON ratelimit_state
+  FOR EACH ROW EXECUTE FUNCTION public.sql_scope_probe();
+SET ROLE ratelimit_app;
+SET search_path = public;
+SELECT ok FROM ratelimit_limit('priv', 'u-scope');
+SELECT ok FROM ratelimit_limit('priv', 'u-scope');
+SELECT pg_temp.try($$ SELECT ratelimit_limit('priv', 'fail') $$);
+SELECT current_user, current_setting('search_path') AS search_path;
+RESET search_path;
+RESET ROLE;
+SELECT is_owner, search_path, count(*) FROM sql_scope_log GROUP BY 1, 2 ORDER BY 1, 2;
+DROP TRIGGER sql_scope_probe ON ratelimit_state;
+DROP FUNCTION sql_scope_probe();
+DROP TABLE sql_scope_log;
 
 REVOKE EXECUTE ON FUNCTION ratelimit_reset(text, text) FROM ratelimit_app;
 DROP ROLE ratelimit_app;

@@ -1,4 +1,5 @@
--- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0, and from 0.2.0:
+-- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0, and
+-- from 0.2.0 straight to 0.4.0:
 -- state and definitions survive, the new objects appear, and the result
 -- matches a fresh install.
 SET timezone = 'UTC';
@@ -19,11 +20,17 @@ SELECT idle_at IS NOT NULL AS idle_at_written FROM ratelimit_state WHERE name = 
 SELECT * FROM ratelimit_refund('up', 'u', 2);
 SELECT name, ok FROM ratelimit_limit_all('[{"name": "up", "key": "u"}]');
 SELECT ratelimit_cleanup();
--- 0.2.0 -> 0.3.0 (the default version): headers and the status view.
-ALTER EXTENSION ratelimit UPDATE;
+-- 0.2.0 -> 0.3.0: headers and the status view.
+ALTER EXTENSION ratelimit UPDATE TO '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT ratelimit_headers('up', r) ->> 'RateLimit-Policy' AS policy FROM ratelimit_check('up', 'u') r;
 SELECT name, key, shard, kind, value FROM ratelimit_status WHERE name = 'up';
+-- 0.3.0 -> 0.4.0 (the default version): SECURITY INVOKER functions.
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT ok, remaining FROM ratelimit_limit('up', 'u', count => 2);
+SELECT ok FROM ratelimit_limit('up', 'new key');
+SELECT name, key, shard, kind, value FROM ratelimit_status WHERE name = 'up' ORDER BY key;
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$
@@ -56,10 +63,10 @@ SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d
 UNION ALL
 SELECT 'only fresh', object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d;
--- A fresh 0.2.0 updated straight to 0.3.0 matches too.
+-- A fresh 0.2.0 updated straight to the default version matches too.
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.2.0';
-ALTER EXTENSION ratelimit UPDATE TO '0.3.0';
+ALTER EXTENSION ratelimit UPDATE;
 SELECT 'only updated' AS side, object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d
 UNION ALL
 SELECT 'only fresh', object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d;

@@ -19,6 +19,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "tcop/utility.h"
 
 PG_MODULE_MAGIC;
@@ -71,11 +72,32 @@ LimitId IdFromArgs(FunctionCallInfo fcinfo, int name_arg, int key_arg) {
   return id;
 }
 
+// The schema a function of ours lives in, remembered per backend until
+// pg_proc changes (ALTER EXTENSION ... SET SCHEMA, or re-creation).
+Oid last_function = InvalidOid;
+Oid last_function_namespace = InvalidOid;
+
+void OnFunctionInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  last_function = InvalidOid;
+}
+
+Oid FunctionNamespace(Oid function) {
+  if (function != last_function) {
+    last_function = InvalidOid;
+    last_function_namespace = get_func_namespace(function);
+    last_function = function;
+  }
+  return last_function_namespace;
+}
+
 // Connects SPI and makes sure the saved plans match the extension's schema
 // (the schema the called function lives in).
 void ConnectStorage(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
-  PrepareStorage(get_func_namespace(fcinfo->flinfo->fn_oid));
+  PrepareStorage(FunctionNamespace(fcinfo->flinfo->fn_oid));
 }
 
 void DisconnectStorage() {
@@ -516,6 +538,7 @@ void _PG_init(void) {
   ratelimit_pg::DefineClockGuc();
   ratelimit_pg::DefineErrorFormatGuc();
   ratelimit_pg::RegisterStorageInvalidation();
+  CacheRegisterSyscacheCallback(PROCOID, ratelimit_pg::OnFunctionInvalidation, 0);
   ratelimit_pg::RegisterConfigCacheInvalidation();
 #if PG_VERSION_NUM >= 150000
   MarkGUCPrefixReserved("ratelimit");

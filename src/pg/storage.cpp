@@ -1,6 +1,7 @@
 // The state and definition tables, through SPI plans prepared once per
 // backend (SPI_prepare + SPI_keepplan). Every query is schema-qualified and
-// parameterised; the schema is the one the called function lives in.
+// parameterised; the schema is the one the called function lives in. Every
+// SQL statement runs as the tables' owner with search_path pinned (SqlScope).
 #include <cstring>
 
 #include "pg_adapter.h"
@@ -18,7 +19,10 @@ extern "C" {
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
+#include "miscadmin.h"
 #include "utils/snapmgr.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -133,13 +137,55 @@ SPIPlanPtr other_plans[kOtherStatementCount];
 Oid prepared_namespace = InvalidOid;
 char prepared_schema[NAMEDATALEN] = {0};
 // Cleared by relcache invalidations (e.g. ALTER EXTENSION UPDATE adding a
-// column), so the next call rechecks which columns the state table has.
+// column) and by schema changes (a rename), so the next call rechecks the
+// schema's name and which columns the state table has.
 bool schema_checked = false;
+// The role SQL statements run as: the state table's owner.
+Oid sql_role = InvalidOid;
 
 void OnRelcacheInvalidation(Datum arg, Oid relid) {
   (void)arg;
   (void)relid;
   schema_checked = false;
+}
+
+void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  schema_checked = false;
+}
+
+// What a SECURITY DEFINER function with SET search_path would do, for one
+// SQL statement: run it as the tables' owner, with search_path pinned so
+// the caller's schemas cannot supply its operators or functions. The
+// functions themselves are SECURITY INVOKER: their direct table access
+// checks no privileges and resolves no names, and a function-level SET
+// would save and restore the GUC on every call. After an error, the
+// (sub)transaction abort restores the user and the GUC, as for fmgr's
+// SECURITY DEFINER wrapper.
+struct SqlScope {
+  Oid user;
+  int sec_context;
+  int guc_level;
+};
+
+constexpr const char* kPinnedSearchPath = "pg_catalog, pg_temp";
+
+SqlScope EnterSqlScope() {
+  SqlScope scope{};
+  if (!OidIsValid(sql_role)) elog(ERROR, "ratelimit: storage is not prepared");
+  GetUserIdAndSecContext(&scope.user, &scope.sec_context);
+  SetUserIdAndSecContext(sql_role, scope.sec_context | SECURITY_LOCAL_USERID_CHANGE);
+  scope.guc_level = NewGUCNestLevel();
+  (void)set_config_option("search_path", kPinnedSearchPath, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                          0, false);
+  return scope;
+}
+
+void LeaveSqlScope(const SqlScope& scope) {
+  AtEOXact_GUC(true, scope.guc_level);
+  SetUserIdAndSecContext(scope.user, scope.sec_context);
 }
 
 // The values of a template's placeholders for one schema and key variant.
@@ -230,9 +276,11 @@ void FillWriteParams(const LimitId& id, const RowWrite& row, Datum* values, char
   nulls[6] = ' ';
 }
 
-// Runs a kept plan and checks SPI's return code.
+// Runs a kept plan (in the SQL scope) and checks SPI's return code.
 void Execute(SPIPlanPtr plan, Datum* values, char* nulls, int expected, long limit) {
+  SqlScope scope = EnterSqlScope();
   int rc = SPI_execute_plan(plan, values, nulls, false, limit);
+  LeaveSqlScope(scope);
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
@@ -279,6 +327,7 @@ struct StateRelations {
   AttrNumber prev;
   AttrNumber idle_at;  // InvalidAttrNumber before 0.2.0
   bool has_idle_at;
+  Oid owner;  // the role SQL statements run as
   // Only our two indexes and no triggers: a write may go straight to the
   // table (else through SQL, so nobody's index or trigger is bypassed).
   bool direct_writes;
@@ -319,14 +368,12 @@ bool OnlyOurCheck(Relation table) {
 // Then a direct write maintains everything an SQL UPDATE would; otherwise
 // writes go through SQL, so nobody's index, trigger, rule, constraint or
 // added column is bypassed.
-bool TableAsInstalled(Oid table_oid, bool has_idle_at) {
-  Relation table = table_open(table_oid, AccessShareLock);
+bool TableAsInstalled(Relation table, bool has_idle_at) {
   List* indexes = RelationGetIndexList(table);
   bool simple = list_length(indexes) == 2 && !table->rd_rel->relhastriggers &&
                 !table->rd_rel->relrowsecurity && !table->rd_rel->relhasrules &&
                 LiveColumns(table) == (has_idle_at ? 7 : 6) && OnlyOurCheck(table);
   list_free(indexes);
-  table_close(table, AccessShareLock);
   return simple;
 }
 
@@ -346,7 +393,10 @@ StateRelations FindStateRelations(Oid extension_namespace) {
   found.prev = RequireColumn(found.table, "prev");
   found.idle_at = get_attnum(found.table, "idle_at");
   found.has_idle_at = found.idle_at != InvalidAttrNumber;
-  found.direct_writes = TableAsInstalled(found.table, found.has_idle_at);
+  Relation table = table_open(found.table, AccessShareLock);
+  found.direct_writes = TableAsInstalled(table, found.has_idle_at);
+  found.owner = table->rd_rel->relowner;
+  table_close(table, AccessShareLock);
   return found;
 }
 
@@ -357,15 +407,34 @@ bool SameRelations(const StateRelations& a, const StateRelations& b) {
          a.idle_at == b.idle_at && a.has_idle_at == b.has_idle_at && a.direct_writes == b.direct_writes;
 }
 
+// The equality functions of the index keys, looked up once per backend
+// (ScanKeyInit would look them up on every call).
+FmgrInfo* EqualityFunction(Oid function) {
+  static FmgrInfo text_eq;
+  static FmgrInfo int2_eq;
+  FmgrInfo* info = function == F_TEXTEQ ? &text_eq : &int2_eq;
+  if (info->fn_oid != function) fmgr_info_cxt(function, info, TopMemoryContext);
+  return info;
+}
+
+// One equality key on index column `column`, with the column's collation
+// (ScanKeyInit would use "C"; the columns are "C" today, but the index is
+// what decides).
+void InitIndexKey(Relation index, ScanKeyData* key, AttrNumber column, Oid function, Datum argument) {
+  ScanKeyEntryInitializeWithInfo(key, 0, column, BTEqualStrategyNumber, InvalidOid,
+                                 index->rd_indcollation[column - 1], EqualityFunction(function), argument);
+}
+
 // Equality keys on the unique index of the id's key variant; returns how many.
-int FillIndexKeys(const LimitId& id, ScanKeyData* keys) {
-  ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(id.name_text));
+int FillIndexKeys(Relation index, const LimitId& id, ScanKeyData* keys) {
+  Datum shard = Int16GetDatum(static_cast<int16>(id.shard));
+  InitIndexKey(index, &keys[0], 1, F_TEXTEQ, PointerGetDatum(id.name_text));
   if (id.key_text == nullptr) {
-    ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT2EQ, Int16GetDatum(static_cast<int16>(id.shard)));
+    InitIndexKey(index, &keys[1], 2, F_INT2EQ, shard);
     return 2;
   }
-  ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(id.key_text));
-  ScanKeyInit(&keys[2], 3, BTEqualStrategyNumber, F_INT2EQ, Int16GetDatum(static_cast<int16>(id.shard)));
+  InitIndexKey(index, &keys[1], 2, F_TEXTEQ, PointerGetDatum(id.key_text));
+  InitIndexKey(index, &keys[2], 3, F_INT2EQ, shard);
   return 3;
 }
 
@@ -429,7 +498,7 @@ StoredState ReadStateDirect(const LimitId& id, ReadMode mode) {
   Relation index =
       index_open(id.key_text ? relations.keyed_index : relations.null_key_index, AccessShareLock);
   ScanKeyData keys[3];
-  int nkeys = FillIndexKeys(id, keys);
+  int nkeys = FillIndexKeys(index, id, keys);
   IndexScanDesc scan = index_beginscan(table, index, snapshot, nkeys, 0);
   index_rescan(scan, keys, nkeys, nullptr, 0);
   TupleTableSlot* slot = table_slot_create(table, nullptr);
@@ -527,21 +596,11 @@ bool UpdateReadVersion(const LimitId& id, const StoredState& expected, const Row
   return updated;
 }
 
-}  // namespace
-
-void RegisterStorageInvalidation() { CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0); }
-
-void PrepareStorage(Oid extension_namespace) {
-  const char* schema = get_namespace_name(extension_namespace);
-  if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", extension_namespace);
-  bool same_schema = extension_namespace == prepared_namespace && std::strcmp(schema, prepared_schema) == 0;
-  if (same_schema && schema_checked) return;
-  StateRelations found = FindStateRelations(extension_namespace);
-  schema_checked = true;
-  if (same_schema && SameRelations(found, relations)) return;
-  prepared_namespace = InvalidOid;
-  FreePlans();
-  TemplateValues values{quote_identifier(schema), false, found.has_idle_at};
+// Prepares and keeps every statement for one schema (in the SQL scope, so
+// the plans are parsed as the owner with the pinned search_path).
+void KeepPlans(const char* schema, bool has_idle_at) {
+  TemplateValues values{quote_identifier(schema), false, has_idle_at};
+  SqlScope scope = EnterSqlScope();
   for (int variant = 0; variant < 2; ++variant) {
     values.null_key = variant == 1;
     for (int s = 0; s < kStateStatementCount; ++s)
@@ -549,7 +608,30 @@ void PrepareStorage(Oid extension_namespace) {
   }
   values.null_key = false;
   for (int s = 0; s < kCleanup; ++s) other_plans[s] = KeepPlan(kOtherSpecs[s], kDefinitionArgTypes, values);
-  if (found.has_idle_at) other_plans[kCleanup] = KeepPlan(kOtherSpecs[kCleanup], kCleanupArgTypes, values);
+  if (has_idle_at) other_plans[kCleanup] = KeepPlan(kOtherSpecs[kCleanup], kCleanupArgTypes, values);
+  LeaveSqlScope(scope);
+}
+
+}  // namespace
+
+void RegisterStorageInvalidation() {
+  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
+  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
+}
+
+void PrepareStorage(Oid extension_namespace) {
+  // Checked once, then again only after a relcache or schema invalidation.
+  if (schema_checked && extension_namespace == prepared_namespace) return;
+  const char* schema = get_namespace_name(extension_namespace);
+  if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", extension_namespace);
+  bool same_schema = extension_namespace == prepared_namespace && std::strcmp(schema, prepared_schema) == 0;
+  StateRelations found = FindStateRelations(extension_namespace);
+  sql_role = found.owner;
+  schema_checked = true;
+  if (same_schema && SameRelations(found, relations)) return;
+  prepared_namespace = InvalidOid;
+  FreePlans();
+  KeepPlans(schema, found.has_idle_at);
   strlcpy(prepared_schema, schema, sizeof prepared_schema);
   relations = found;
   WatchDefinitionTable(found.definition_table);
@@ -654,6 +736,7 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
       " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name"
       " ORDER BY s.name, s.key NULLS FIRST, s.shard",
       quote_identifier(prepared_schema), quote_identifier(prepared_schema));
+  SqlScope scope = EnterSqlScope();  // the rows are formed in it too: no caller code runs there
   Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
   // What one batch detoasts or copies is freed with it.
   MemoryContext batch =
@@ -691,6 +774,7 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
   }
   MemoryContextDelete(batch);
   SPI_cursor_close(portal);
+  LeaveSqlScope(scope);
   pfree(sql);
 }
 
