@@ -86,15 +86,15 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 
 -- The SQL the functions run (here the update of a table with a trigger,
--- which goes through SQL) runs as the tables' owner with the pinned
+-- which goes through SQL) runs as the function's owner with the pinned
 -- search_path; afterwards, and after an error inside it, the caller's role
 -- and search_path are back.
 CREATE TABLE sql_scope_log (is_owner boolean, search_path text);
 CREATE FUNCTION sql_scope_probe() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO public.sql_scope_log
-  SELECT current_user = c.relowner::regrole::name, current_setting('search_path')
-  FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID;
+  SELECT current_user = p.proowner::regrole::name, current_setting('search_path')
+  FROM pg_catalog.pg_proc p WHERE p.oid = 'public.ratelimit_limit(text, text, jsonb, float8, boolean, boolean)'::regprocedure;
   IF NEW.key = 'fail' THEN
     RAISE EXCEPTION 'probe refused the write';
   END IF;
@@ -114,6 +114,19 @@ SELECT is_owner, search_path, count(*) FROM sql_scope_log GROUP BY 1, 2 ORDER BY
 DROP TRIGGER sql_scope_probe ON ratelimit_state;
 DROP FUNCTION sql_scope_probe();
 DROP TABLE sql_scope_log;
+
+-- The SQL runs as the function's owner, as SECURITY DEFINER ran it, even if
+-- the tables are given to another role (which has no rights on the other
+-- table, nor the functions' owner's rights).
+CREATE ROLE ratelimit_maint;
+ALTER TABLE ratelimit_state OWNER TO ratelimit_maint;
+SELECT ratelimit_define('priv-owner', '{"kind": "token bucket", "rate": 2, "period": 60000}');
+SET ROLE ratelimit_app;
+SELECT ok FROM ratelimit_limit('priv-owner', 'new-key');
+RESET ROLE;
+SELECT name, key, kind FROM ratelimit_status WHERE name = 'priv-owner';
+ALTER TABLE ratelimit_state OWNER TO CURRENT_USER;
+DROP ROLE ratelimit_maint;
 
 REVOKE EXECUTE ON FUNCTION ratelimit_reset(text, text) FROM ratelimit_app;
 DROP ROLE ratelimit_app;

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "catalog/pg_proc.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -26,17 +27,28 @@ PG_MODULE_MAGIC;
 
 void _PG_init(void);
 PG_FUNCTION_INFO_V1(ratelimit_limit);
+PG_FUNCTION_INFO_V1(ratelimit_limit_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_check);
+PG_FUNCTION_INFO_V1(ratelimit_check_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_reset);
+PG_FUNCTION_INFO_V1(ratelimit_reset_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_value);
+PG_FUNCTION_INFO_V1(ratelimit_value_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_define);
+PG_FUNCTION_INFO_V1(ratelimit_define_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_undefine);
+PG_FUNCTION_INFO_V1(ratelimit_undefine_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_limit_all);
+PG_FUNCTION_INFO_V1(ratelimit_limit_all_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_refund);
+PG_FUNCTION_INFO_V1(ratelimit_refund_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_cleanup);
-PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
+PG_FUNCTION_INFO_V1(ratelimit_cleanup_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_headers);
+PG_FUNCTION_INFO_V1(ratelimit_headers_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_status_rows);
+PG_FUNCTION_INFO_V1(ratelimit_status_rows_invoker);
+PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
 }
 
 namespace ratelimit_pg {
@@ -72,35 +84,54 @@ LimitId IdFromArgs(FunctionCallInfo fcinfo, int name_arg, int key_arg) {
   return id;
 }
 
-// The schema a function of ours lives in, remembered per backend until
-// pg_proc changes (ALTER EXTENSION ... SET SCHEMA, or re-creation).
-Oid last_function = InvalidOid;
-Oid last_function_namespace = InvalidOid;
+// What a call needs of the called function, from pg_proc: its schema (the
+// extension's) and its owner (whom the SQL it runs runs as). Remembered per
+// backend until pg_proc changes.
+struct FunctionFacts {
+  Oid function;
+  Oid namespace_oid;
+  Oid owner;
+};
+
+constexpr int kFunctionFactSlots = 16;  // direct-mapped by oid
+FunctionFacts function_facts[kFunctionFactSlots];
 
 void OnFunctionInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
   (void)arg;
   (void)cacheid;
   (void)hashvalue;
-  last_function = InvalidOid;
+  for (FunctionFacts& facts : function_facts) facts.function = InvalidOid;
 }
 
-Oid FunctionNamespace(Oid function) {
-  if (function != last_function) {
-    last_function = InvalidOid;
-    last_function_namespace = get_func_namespace(function);
-    last_function = function;
-  }
-  return last_function_namespace;
+const FunctionFacts& FactsOf(Oid function) {
+  FunctionFacts& slot = function_facts[function % kFunctionFactSlots];
+  if (slot.function == function) return slot;
+  slot.function = InvalidOid;
+  HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
+  if (!HeapTupleIsValid(tuple)) elog(ERROR, "ratelimit: function %u not found", function);
+  auto* proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple));
+  slot.namespace_oid = proc->pronamespace;
+  slot.owner = proc->proowner;
+  ReleaseSysCache(tuple);
+  slot.function = function;
+  return slot;
 }
 
-// Connects SPI and makes sure the saved plans match the extension's schema
-// (the schema the called function lives in).
-void ConnectStorage(FunctionCallInfo fcinfo) {
+// Connects SPI, makes the called function's owner the role its SQL runs as,
+// and makes sure the saved plans match the extension's schema (the schema
+// the called function lives in). Returns the previous SQL role, which
+// DisconnectStorage restores (a call from inside another call's SQL, e.g. a
+// trigger, must not change the outer call's role).
+Oid ConnectStorage(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
-  PrepareStorage(FunctionNamespace(fcinfo->flinfo->fn_oid));
+  const FunctionFacts& facts = FactsOf(fcinfo->flinfo->fn_oid);
+  Oid previous_sql_role = SetSqlRole(facts.owner);
+  PrepareStorage(facts.namespace_oid);
+  return previous_sql_role;
 }
 
-void DisconnectStorage() {
+void DisconnectStorage(Oid previous_sql_role) {
+  SetSqlRole(previous_sql_role);
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }
 
@@ -167,10 +198,10 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
   Decision decision = consume ? Consume(call) : Check(call);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   if (!decision.ok && throws) RaiseRateLimited(call, decision);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
@@ -179,10 +210,10 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
 Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, -1, -1);
   call.request.count = 0;  // reading takes nothing: any valid config can be read
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
   ratelimit::Reading reading = CurrentValue(call);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   MemoryContext old = MemoryContextSwitchTo(cxt);
   Datum values[2] = {Float8GetDatum(reading.value + 0.0),
                      TimestampTzGetDatum(TimestamptzFromUnix(reading.ts))};
@@ -391,9 +422,9 @@ Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); 
 Datum Reset(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_reset()");
   LimitId id = IdFromArgs(fcinfo, 0, 1);
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   bool existed = DeleteStates(id);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
 
@@ -416,20 +447,20 @@ Datum Define(FunctionCallInfo fcinfo) {
   Jsonb* config = PG_GETARG_JSONB_P(1);
   LimitConfig parsed;
   ParseConfigJsonb(config, &parsed);
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   UpsertDefinition(id.name_text, config);
   InvalidateDefinitions();
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   PG_RETURN_VOID();
 }
 
 Datum Undefine(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_undefine()");
   LimitId id = IdFromArgs(fcinfo, 0, -1);
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   bool existed = DeleteDefinition(id.name_text);
   InvalidateDefinitions();
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
 
@@ -440,11 +471,11 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
   bool throws = PG_GETARG_BOOL(1);
   LimitCall* calls = nullptr;
   int count = EntriesFromJson(PG_GETARG_JSONB_P(0), &calls);
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
   auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
   ConsumeAll(calls, count, decisions);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   for (int i = 0; throws && i < count; ++i)
     if (!decisions[i].ok) RaiseRateLimited(calls[i], decisions[i]);
   TupleDesc desc;
@@ -459,10 +490,10 @@ Datum Refund(FunctionCallInfo fcinfo) {
   RaiseIfInvalid(ratelimit::ValidateAmount(call.request.count));
   double amount = call.request.count;
   call.request.count = 0;  // the request validated against the config is "take nothing"
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
   Decision decision = RefundTokens(call, amount);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
 
@@ -482,9 +513,9 @@ Datum Headers(FunctionCallInfo fcinfo) {
   call.request.count = 0;  // headers describe any valid config
   RequireNotNull(fcinfo, 1, "result");
   ratelimit::HeaderAnswer answer = AnswerFromResult(PG_GETARG_HEAPTUPLEHEADER(1));
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   PG_RETURN_DATUM(HeadersJsonb(call.id, call.config, answer, ClockNow()));
 }
 
@@ -495,17 +526,17 @@ Datum StatusRows(FunctionCallInfo fcinfo) {
   for (ratelimit::Kind kind :
        {ratelimit::Kind::kTokenBucket, ratelimit::Kind::kFixedWindow, ratelimit::Kind::kSlidingWindow})
     status.kind_names[static_cast<int>(kind)] = CStringGetTextDatum(ratelimit::KindName(kind));
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   ScanStatusRows(PutStatusRow, &status);
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   return static_cast<Datum>(0);
 }
 
 Datum Cleanup(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_cleanup()");
-  ConnectStorage(fcinfo);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
   int64 deleted = DeleteIdleStates(ClockNow());
-  DisconnectStorage();
+  DisconnectStorage(previous_sql_role);
   PG_RETURN_INT64(deleted);
 }
 
@@ -547,19 +578,26 @@ void _PG_init(void) {
 #endif
 }
 
-Datum ratelimit_limit(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Limit>(fcinfo); }
-Datum ratelimit_check(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::CheckLimit>(fcinfo); }
-Datum ratelimit_reset(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Reset>(fcinfo); }
-Datum ratelimit_value(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Value>(fcinfo); }
-Datum ratelimit_define(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Define>(fcinfo); }
-Datum ratelimit_undefine(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Undefine>(fcinfo); }
-Datum ratelimit_limit_all(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::LimitAll>(fcinfo); }
-Datum ratelimit_refund(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Refund>(fcinfo); }
-Datum ratelimit_cleanup(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Cleanup>(fcinfo); }
-Datum ratelimit_headers(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Headers>(fcinfo); }
-Datum ratelimit_status_rows(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::StatusRows>(fcinfo);
-}
+// Each function has two entry points running the same code: the SQL of
+// 0.1.0 to 0.3.0 (SECURITY DEFINER) calls ratelimit_x, that of 0.4.0 on
+// (SECURITY INVOKER) calls ratelimit_x_invoker. The new name makes a session
+// that still has an older library loaded fail ("could not find function")
+// instead of running 0.4.0's definitions with SQL that is not scoped.
+#define RATELIMIT_ENTRY_POINTS(name, body)                                                   \
+  Datum name(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::body>(fcinfo); } \
+  Datum name##_invoker(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::body>(fcinfo); }
+
+RATELIMIT_ENTRY_POINTS(ratelimit_limit, Limit)
+RATELIMIT_ENTRY_POINTS(ratelimit_check, CheckLimit)
+RATELIMIT_ENTRY_POINTS(ratelimit_reset, Reset)
+RATELIMIT_ENTRY_POINTS(ratelimit_value, Value)
+RATELIMIT_ENTRY_POINTS(ratelimit_define, Define)
+RATELIMIT_ENTRY_POINTS(ratelimit_undefine, Undefine)
+RATELIMIT_ENTRY_POINTS(ratelimit_limit_all, LimitAll)
+RATELIMIT_ENTRY_POINTS(ratelimit_refund, Refund)
+RATELIMIT_ENTRY_POINTS(ratelimit_cleanup, Cleanup)
+RATELIMIT_ENTRY_POINTS(ratelimit_headers, Headers)
+RATELIMIT_ENTRY_POINTS(ratelimit_status_rows, StatusRows)
 Datum ratelimit_definitions_changed(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::DefinitionsChanged>(fcinfo);
 }

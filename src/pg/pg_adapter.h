@@ -94,6 +94,8 @@ enum class ReadMode { kUnlocked, kLock, kLockSkipLocked };
 
 void RegisterStorageInvalidation();
 void PrepareStorage(Oid extension_namespace);
+// Sets the role SQL statements run as (the called function's owner); returns the previous one.
+Oid SetSqlRole(Oid role);
 StoredState ReadState(const LimitId& id, ReadMode mode);
 // Fills out[0..shards) with shard i at index i (exists=false: no row).
 int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out);

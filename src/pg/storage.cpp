@@ -1,7 +1,8 @@
 // The state and definition tables, through SPI plans prepared once per
 // backend (SPI_prepare + SPI_keepplan). Every query is schema-qualified and
 // parameterised; the schema is the one the called function lives in. Every
-// SQL statement runs as the tables' owner with search_path pinned (SqlScope).
+// SQL statement runs as the called function's owner with search_path pinned
+// (SqlScope).
 #include <cstring>
 
 #include "pg_adapter.h"
@@ -140,14 +141,8 @@ char prepared_schema[NAMEDATALEN] = {0};
 // column) and by schema changes (a rename), so the next call rechecks the
 // schema's name and which columns the state table has.
 bool schema_checked = false;
-// The role SQL statements run as: the state table's owner.
+// The role SQL statements run as: the called function's owner (SetSqlRole).
 Oid sql_role = InvalidOid;
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  (void)relid;
-  schema_checked = false;
-}
 
 void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
   (void)arg;
@@ -157,7 +152,7 @@ void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
 }
 
 // What a SECURITY DEFINER function with SET search_path would do, for one
-// SQL statement: run it as the tables' owner, with search_path pinned so
+// SQL statement: run it as the function's owner, with search_path pinned so
 // the caller's schemas cannot supply its operators or functions. The
 // functions themselves are SECURITY INVOKER: their direct table access
 // checks no privileges and resolves no names, and a function-level SET
@@ -327,13 +322,21 @@ struct StateRelations {
   AttrNumber prev;
   AttrNumber idle_at;  // InvalidAttrNumber before 0.2.0
   bool has_idle_at;
-  Oid owner;  // the role SQL statements run as
   // Only our two indexes and no triggers: a write may go straight to the
   // table (else through SQL, so nobody's index or trigger is bypassed).
   bool direct_writes;
 };
 
 StateRelations relations;
+
+// Only our relations' invalidations (or a full reset) matter: a change to
+// any other table must not make every call recheck the schema.
+void OnRelcacheInvalidation(Datum arg, Oid relid) {
+  (void)arg;
+  if (relid == InvalidOid || relid == relations.table || relid == relations.keyed_index ||
+      relid == relations.null_key_index || relid == relations.definition_table)
+    schema_checked = false;
+}
 
 Oid RequireRelation(const char* name, Oid extension_namespace) {
   Oid relid = get_relname_relid(name, extension_namespace);
@@ -395,7 +398,6 @@ StateRelations FindStateRelations(Oid extension_namespace) {
   found.has_idle_at = found.idle_at != InvalidAttrNumber;
   Relation table = table_open(found.table, AccessShareLock);
   found.direct_writes = TableAsInstalled(table, found.has_idle_at);
-  found.owner = table->rd_rel->relowner;
   table_close(table, AccessShareLock);
   return found;
 }
@@ -614,6 +616,12 @@ void KeepPlans(const char* schema, bool has_idle_at) {
 
 }  // namespace
 
+Oid SetSqlRole(Oid role) {
+  Oid previous = sql_role;
+  sql_role = role;
+  return previous;
+}
+
 void RegisterStorageInvalidation() {
   CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
   CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
@@ -626,7 +634,6 @@ void PrepareStorage(Oid extension_namespace) {
   if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", extension_namespace);
   bool same_schema = extension_namespace == prepared_namespace && std::strcmp(schema, prepared_schema) == 0;
   StateRelations found = FindStateRelations(extension_namespace);
-  sql_role = found.owner;
   schema_checked = true;
   if (same_schema && SameRelations(found, relations)) return;
   prepared_namespace = InvalidOid;
