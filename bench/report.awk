@@ -2,7 +2,7 @@
 # Input: the runs CSV (round,id,clients,synchronous_commit,tps,latency_ms,
 # transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,
 # others_cpu_pct,steal_pct). Variables: seconds, rounds, machine, date,
-# extension, nice, elapsed, load_start, load_end, settings, storage_keys,
+# extension, nice, halt_poll, elapsed, load_start, load_end, settings, storage_keys,
 # memory_calls, workloads_file, storage_file, memory_file, schema_file, cost_file.
 
 function fmt_ratio(r) { return sprintf("%.2f×", r) }
@@ -73,6 +73,7 @@ END {
   if (nruns > 0)
     printf "- CPU used by other processes on the VM during the runs: %.0f%% of the machine on average, %d%% at most (%d of %d runs over 10%%, marked †); hypervisor steal %.0f%%.\n", others_sum / nruns, others_all, noisy, nruns, steal_sum / nruns
   printf "- Server: PostgreSQL defaults except `%s`; synchronous_commit per run%s.\n", settings, (nice != "" ? "; the cluster and pgbench ran at niceness " nice : "")
+  if (halt_poll != "") printf "- Idle vCPUs polled up to %s ns before halting (guest_halt_poll_ns; the VM's default is 0), so a 1-client round trip does not wait for a halted vCPU to wake.\n", halt_poll
   printf "- pgbench `-n -M prepared -T %s -j 2` (one thread for one client), each run after VACUUM and CHECKPOINT; %d round(s)%s.\n", seconds, rounds, (rounds > 1 ? ", the table shows the median" : "")
   print "- Random-key workloads use 100,000 pre-populated keys: they measure updates, not inserts."
   print ""

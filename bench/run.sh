@@ -16,6 +16,10 @@
 #   BENCH_MEMORY_CALLS=1000000  calls for the memory measurement
 #   BENCH_NICE=""               e.g. -10: run the cluster and pgbench at this
 #                               niceness (a shared machine: less CPU noise)
+#   BENCH_HALT_POLL_NS=""       e.g. 200000: a KVM guest's idle vCPU polls this
+#                               long before it halts (cpuidle-haltpoll's
+#                               guest_halt_poll_ns, needs root; restored at exit),
+#                               so 1-client runs do not measure vCPU wake-ups
 #
 # The extension's shared library is pinned: a copy of the installed
 # ratelimit.so, taken at the start, is what every database of the run loads,
@@ -39,6 +43,9 @@ BENCH_WORKLOADS=${BENCH_WORKLOADS:-}
 BENCH_STORAGE_KEYS=${BENCH_STORAGE_KEYS:-1000000}
 BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-1000000}
 BENCH_NICE=${BENCH_NICE:-}
+BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-}
+HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+HALT_POLL_SAVED=""
 CLIENTS=(1 8 32)
 SYNCS=(on off)
 THREADS=2  # pgbench -j; pgbench lowers it to the client count for 1 client
@@ -82,6 +89,7 @@ WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
 touch "$WORK_DIR/storage_schema.txt"
 cleanup() {
   stop_cluster
+  [ -z "$HALT_POLL_SAVED" ] || echo "$HALT_POLL_SAVED" > "$HALT_POLL_FILE"
   rm -rf "$WORK_DIR"
 }
 trap cleanup EXIT
@@ -93,6 +101,12 @@ since() { echo "$(( $(date +%s) - started ))s"; }
 if [ "$BUILD" -eq 1 ]; then
   echo "== building and installing the extension (make -s && make -s install)"
   make -s && make -s install
+fi
+if [ -n "$BENCH_HALT_POLL_NS" ]; then
+  [ -w "$HALT_POLL_FILE" ] || { echo "BENCH_HALT_POLL_NS: $HALT_POLL_FILE is not writable (not a KVM guest with cpuidle-haltpoll, or not root)" >&2; exit 2; }
+  HALT_POLL_SAVED=$(cat "$HALT_POLL_FILE")
+  echo "$BENCH_HALT_POLL_NS" > "$HALT_POLL_FILE"
+  echo "== guest_halt_poll_ns: $HALT_POLL_SAVED -> $BENCH_HALT_POLL_NS (restored at exit)"
 fi
 if [ -n "$BENCH_NICE" ]; then
   renice -n "$BENCH_NICE" -p $$ >/dev/null   # inherited by the cluster and pgbench
@@ -387,6 +401,7 @@ command="BENCH_SECONDS=$BENCH_SECONDS"
 [ "$BENCH_STORAGE_KEYS" = 1000000 ] || command="$command BENCH_STORAGE_KEYS=$BENCH_STORAGE_KEYS"
 [ "$BENCH_MEMORY_CALLS" = 1000000 ] || command="$command BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS"
 [ -z "$BENCH_NICE" ] || command="$command BENCH_NICE=$BENCH_NICE"
+[ -z "$BENCH_HALT_POLL_NS" ] || command="$command BENCH_HALT_POLL_NS=$BENCH_HALT_POLL_NS"
 command="$command bench/run.sh"
 [ "$BUILD" -eq 0 ] || command="$command --build"
 printf '%s\n' "${WORKLOADS[@]}" > "$WORK_DIR/workloads.txt"
@@ -395,7 +410,8 @@ printf '%s\n' "${WORKLOADS[@]}" > "$WORK_DIR/workloads.txt"
 awk -F, -v seconds="$BENCH_SECONDS" -v rounds="$BENCH_ROUNDS" -v machine="$machine" -v command="$command" \
     -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" -v extension="$extension" \
     -v elapsed="$elapsed" -v load_start="$load_start" -v load_end="$load_end" \
-    -v settings="${SERVER_SETTINGS[*]}" -v nice="$BENCH_NICE" -v storage_keys="$BENCH_STORAGE_KEYS" \
+    -v settings="${SERVER_SETTINGS[*]}" -v nice="$BENCH_NICE" -v halt_poll="$BENCH_HALT_POLL_NS" \
+    -v storage_keys="$BENCH_STORAGE_KEYS" \
     -v memory_calls="$BENCH_MEMORY_CALLS" -v workloads_file="$WORK_DIR/workloads.txt" \
     -v storage_file="$WORK_DIR/storage.csv" -v memory_file="$WORK_DIR/memory.csv" \
     -v schema_file="$WORK_DIR/storage_schema.txt" -v cost_file="$WORK_DIR/cost.csv" \
