@@ -16,11 +16,13 @@
 # 2,000, is the cost of one transaction without the connection's start-up:
 # parse/bind/execute, the call, the commit and the reply. Only the backend
 # is counted, not pgbench or the kernel. Uses the extension already installed.
+# p05h_check_refused_random (profile only, not in run.sh) is ratelimit_check
+# on the refused workload's keys: the same answer as a refusal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random"}
+PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random"}
 SMALL=500
 LARGE=2500
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
