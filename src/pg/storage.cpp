@@ -371,12 +371,14 @@ bool OnlyOurCheck(Relation table) {
 // Then a direct write maintains everything an SQL UPDATE would; otherwise
 // writes go through SQL, so nobody's index, trigger, rule, constraint or
 // added column is bypassed.
-bool TableAsInstalled(Relation table, bool has_idle_at) {
+bool TableAsInstalled(Oid table_oid, bool has_idle_at) {
+  Relation table = table_open(table_oid, AccessShareLock);
   List* indexes = RelationGetIndexList(table);
   bool simple = list_length(indexes) == 2 && !table->rd_rel->relhastriggers &&
                 !table->rd_rel->relrowsecurity && !table->rd_rel->relhasrules &&
                 LiveColumns(table) == (has_idle_at ? 7 : 6) && OnlyOurCheck(table);
   list_free(indexes);
+  table_close(table, AccessShareLock);
   return simple;
 }
 
@@ -396,9 +398,7 @@ StateRelations FindStateRelations(Oid extension_namespace) {
   found.prev = RequireColumn(found.table, "prev");
   found.idle_at = get_attnum(found.table, "idle_at");
   found.has_idle_at = found.idle_at != InvalidAttrNumber;
-  Relation table = table_open(found.table, AccessShareLock);
-  found.direct_writes = TableAsInstalled(table, found.has_idle_at);
-  table_close(table, AccessShareLock);
+  found.direct_writes = TableAsInstalled(found.table, found.has_idle_at);
   return found;
 }
 
