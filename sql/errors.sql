@@ -79,6 +79,9 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket",
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "start": 0}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "fixed window", "rate": 1, "period": 1000, "start": "whenever"}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "fixed window", "rate": 1, "period": 1000, "start": "infinity"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "fixed window", "rate": 1, "period": 1000, "start": "now"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 1, "period": 1000, "start": "Today 10:00"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_define('e', '{"kind": "fixed window", "rate": 1, "period": 1000, "start": "tomorrow"}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "fixed window", "rate": 1, "period": 1000, "start": false}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 1, "period": 1000, "capacity": 2}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 1, "period": 1000, "maxReserved": 2}') $$);

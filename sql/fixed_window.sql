@@ -22,6 +22,26 @@ SELECT * FROM ratelimit_limit('fw', 'a', '{"kind": "fixed window", "rate": 3, "p
 -- start as a timestamptz string aligns windows to it (here: to :30 seconds).
 SELECT ts FROM ratelimit_value('fw', 's', '{"kind": "fixed window", "rate": 1, "period": "1 minute", "start": "2020-01-01 00:00:30+00"}');
 
+-- A start without a UTC offset is read as UTC (and 01/02 as January 2), not
+-- by the session's TimeZone or DateStyle: every session aligns the windows
+-- alike, here a fresh session each time (configs are cached per session).
+-- Weekly windows from 2020-01-02 00:20 UTC; read in New York as 1 February
+-- (DMY) or in Tokyo's time, they would start on other days and hours.
+\c
+SET ratelimit.now = '2026-01-01 00:05:30+00';
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+SELECT extract(epoch FROM ts) AS new_york_epoch FROM ratelimit_value('fw', 'zoneless', '{"kind": "fixed window", "rate": 1, "period": "7 days", "start": "01/02/2020 00:20"}');
+\c
+SET ratelimit.now = '2026-01-01 00:05:30+00';
+SET TimeZone = 'Asia/Tokyo';
+SELECT extract(epoch FROM ts) AS tokyo_epoch FROM ratelimit_value('fw', 'zoneless', '{"kind": "fixed window", "rate": 1, "period": "7 days", "start": "01/02/2020 00:20"}');
+SELECT extract(epoch FROM timestamptz '2020-01-02 00:20:00+00')
+       + floor((extract(epoch FROM timestamptz '2026-01-01 00:05:30+00')
+                - extract(epoch FROM timestamptz '2020-01-02 00:20:00+00')) / 604800) * 604800 AS expected_epoch;
+SET TimeZone = 'UTC';
+RESET DateStyle;
+
 -- Reservations wait for as many windows as the deficit needs.
 SELECT * FROM ratelimit_limit('fw', 'res', '{"kind": "fixed window", "rate": 10, "period": 60000, "start": 0}', 25, reserve => true);
 SELECT ok, retry_at FROM ratelimit_limit('fw', 'res', '{"kind": "fixed window", "rate": 10, "period": 60000, "start": 0, "maxReserved": 15}', 1, reserve => true);

@@ -1,6 +1,7 @@
 // jsonb config -> LimitConfig. Only translation happens here: which fields
 // exist and what JSON types they take. Ranges and kind rules are checked by
 // the core (ratelimit::ValidateConfig).
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 extern "C" {
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/guc.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 }
@@ -80,10 +82,41 @@ Micros IntervalStringToMicros(const char* field, const JsonbValue& value) {
   return micros;
 }
 
-// A timestamptz string as Unix microseconds.
+// Whether a timestamp string uses a word timestamptz_in reads relative to
+// the current time ("now", "today", "tomorrow", "yesterday").
+bool MentionsRelativeTime(const char* text) {
+  static const char* const kWords[] = {"now", "today", "tomorrow", "yesterday"};
+  while (*text != '\0') {
+    if (!std::isalpha(static_cast<unsigned char>(*text))) {
+      ++text;
+      continue;
+    }
+    const char* word = text;
+    while (std::isalpha(static_cast<unsigned char>(*text))) ++text;
+    size_t len = static_cast<size_t>(text - word);
+    for (const char* relative : kWords)
+      if (std::strlen(relative) == len && pg_strncasecmp(word, relative, len) == 0) return true;
+  }
+  return false;
+}
+
+// A timestamptz string as Unix microseconds: the same instant in every
+// session, since every session must align a limit's windows alike. So a
+// string without a UTC offset is read as UTC and an ambiguous date as
+// month/day (not by the session's TimeZone and DateStyle), and words
+// relative to the current time are refused.
 Micros TimestampStringToMicros(const char* field, const JsonbValue& value) {
   char* text = JsonbStringToCString(value);
+  if (MentionsRelativeTime(text))
+    RaiseConfigError(field, "must be a fixed instant",
+                     "Words relative to the current time (now, today, tomorrow, yesterday) would move the "
+                     "windows; give a date and time, e.g. \"2026-01-01 00:00:00+00\".");
+  int guc_level = NewGUCNestLevel();  // an error unwinds it with the transaction
+  (void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  (void)set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
   TimestampTz ts = DatumGetTimestampTz(ParseTypedString(field, timestamptz_in, text, "a valid timestamptz"));
+  AtEOXact_GUC(true, guc_level);
   if (!TimestamptzSupported(ts))
     RaiseConfigError(field, "is out of range", "Use a timestamp from 0001-01-01 to 100000-01-01.");
   return UnixFromTimestamptz(ts);
