@@ -39,6 +39,12 @@ SELECT extract(epoch FROM ts) AS tokyo_epoch FROM ratelimit_value('fw', 'zoneles
 SELECT extract(epoch FROM timestamptz '2020-01-02 00:20:00+00')
        + floor((extract(epoch FROM timestamptz '2026-01-01 00:05:30+00')
                 - extract(epoch FROM timestamptz '2020-01-02 00:20:00+00')) / 604800) * 604800 AS expected_epoch;
+-- Likewise an interval: with IntervalStyle sql_standard a leading minus
+-- would apply to every field ('-1 day 25 hours' = -49 hours, refused); the
+-- config reads it as PostgreSQL's default does: 1 hour.
+SET IntervalStyle = 'sql_standard';
+SELECT ok, reset_after FROM ratelimit_limit('fw', 'istyle', '{"kind": "fixed window", "rate": 1, "period": "-1 day 25 hours", "start": 0}');
+RESET IntervalStyle;
 SET TimeZone = 'UTC';
 RESET DateStyle;
 

@@ -44,11 +44,21 @@ Micros MillisToMicros(const char* field, double millis) {
   return static_cast<Micros>(micros);
 }
 
-// Calls a type input function; a parse error is re-raised as 22023 naming the field.
+// Calls a type input function; a parse error is re-raised as 22023 naming
+// the field. A config must mean the same in every session (they share its
+// state rows and cache), so the input runs under fixed settings rather than
+// the session's: a timestamp without a UTC offset is UTC, 01/02 is January
+// 2, and an interval's leading minus applies to its first field only.
 Datum ParseTypedString(const char* field, PGFunction input, const char* text, const char* expected) {
   MemoryContext caller = CurrentMemoryContext;
   ErrorData* volatile failure = nullptr;
   volatile Datum result = 0;
+  int guc_level = NewGUCNestLevel();
+  (void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  (void)set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+  (void)set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
   PG_TRY();
   {
     result =
@@ -61,6 +71,7 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
     FlushErrorState();
   }
   PG_END_TRY();
+  AtEOXact_GUC(true, guc_level);
   if (failure != nullptr)
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -101,22 +112,15 @@ bool MentionsRelativeTime(const char* text) {
 }
 
 // A timestamptz string as Unix microseconds: the same instant in every
-// session, since every session must align a limit's windows alike. So a
-// string without a UTC offset is read as UTC and an ambiguous date as
-// month/day (not by the session's TimeZone and DateStyle), and words
-// relative to the current time are refused.
+// session (ParseTypedString), so words relative to the current time are
+// refused.
 Micros TimestampStringToMicros(const char* field, const JsonbValue& value) {
   char* text = JsonbStringToCString(value);
   if (MentionsRelativeTime(text))
     RaiseConfigError(field, "must be a fixed instant",
                      "Words relative to the current time (now, today, tomorrow, yesterday) would move the "
                      "windows; give a date and time, e.g. \"2026-01-01 00:00:00+00\".");
-  int guc_level = NewGUCNestLevel();  // an error unwinds it with the transaction
-  (void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  (void)set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
   TimestampTz ts = DatumGetTimestampTz(ParseTypedString(field, timestamptz_in, text, "a valid timestamptz"));
-  AtEOXact_GUC(true, guc_level);
   if (!TimestamptzSupported(ts))
     RaiseConfigError(field, "is out of range", "Use a timestamp from 0001-01-01 to 100000-01-01.");
   return UnixFromTimestamptz(ts);
