@@ -315,6 +315,32 @@ class ContentionTest : public ::testing::Test {
   std::unique_ptr<pqxx::connection> main_;
 };
 
+// Runs a hot-key token bucket test: 32 connections on one key for 3 s, 10%
+// of the transactions rolled back on purpose. The bound on admissions is
+// capacity + rate * elapsed over the whole run; demand_bound is the same over
+// the span from the first to the last call.
+struct TokenBucketRun {
+  Stats stats;
+  double elapsed_s;
+  double bound;
+  double demand_bound;
+  double admitted;
+};
+
+TokenBucketRun RunHotTokenBucket(pqxx::connection& main, const std::string& name, const std::string& config,
+                                 double rate, double capacity) {
+  Workers workers(32, PrepareTimedLimit);
+  Start start = TakeStart(main);
+  Stats stats = workers.Run(start.local + std::chrono::seconds(3),
+                            [&](Worker& w) { HotKeyTransaction<pqxx::work>(w, name, "hot", config, 0.10); });
+  Micros t_end = ServerClock(main);
+  const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
+  const double demand_s = static_cast<double>(stats.last_call - stats.first_call) / kMicrosPerSecond;
+  const auto admitted = static_cast<double>(stats.grants.size());
+  return TokenBucketRun{std::move(stats), elapsed_s, capacity + rate * elapsed_s, capacity + rate * demand_s,
+                        admitted};
+}
+
 // a. Hot key, token bucket. 32 connections hammer one key for 3 s, one call
 // per transaction, ~10% of the granted calls rolled back on purpose.
 //
@@ -343,24 +369,15 @@ class ContentionTest : public ::testing::Test {
 TEST_F(ContentionTest, HotKeyTokenBucket) {
   const double rate = 100, capacity = 50;
   const Micros period_ms = 1000;
-  const std::string name = LimitName("hot_token_bucket");
-  const std::string key = "hot";
-  const std::string config = TokenBucketConfig(rate, period_ms, capacity);
-
-  Workers workers(32, PrepareTimedLimit);
-  Start start = TakeStart(Main());
-  Stats stats = workers.Run(start.local + std::chrono::seconds(3),
-                            [&](Worker& w) { HotKeyTransaction<pqxx::work>(w, name, key, config, 0.10); });
-  Micros t_end = ServerClock(Main());
+  TokenBucketRun run = RunHotTokenBucket(Main(), LimitName("hot_token_bucket"),
+                                         TokenBucketConfig(rate, period_ms, capacity), rate, capacity);
+  const Stats& stats = run.stats;
+  const double bound = run.bound, demand_bound = run.demand_bound, admitted = run.admitted;
+  const double elapsed_s = run.elapsed_s;
 
   EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
-  const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
-  const double bound = capacity + rate * elapsed_s;
-  const double demand_s = static_cast<double>(stats.last_call - stats.first_call) / kMicrosPerSecond;
-  const double demand_bound = capacity + rate * demand_s;
-  const auto admitted = static_cast<double>(stats.grants.size());
   char text[320];
   std::snprintf(text, sizeof text,
                 "admitted %zu, bound %.3f (%.1f%%), over the demand span %.3f (%.1f%%), elapsed %.3f s, "
@@ -393,21 +410,13 @@ TEST_F(ContentionTest, HotKeySharded) {
   const std::string name = LimitName("hot_sharded");
   std::string config = TokenBucketConfig(rate, period_ms, capacity);
   config.insert(config.rfind('}'), ", \"shards\": 8");
-
-  Workers workers(32, PrepareTimedLimit);
-  Start start = TakeStart(Main());
-  Stats stats = workers.Run(start.local + std::chrono::seconds(3),
-                            [&](Worker& w) { HotKeyTransaction<pqxx::work>(w, name, "hot", config, 0.10); });
-  Micros t_end = ServerClock(Main());
+  TokenBucketRun run = RunHotTokenBucket(Main(), name, config, rate, capacity);
+  const Stats& stats = run.stats;
+  const double bound = run.bound, demand_bound = run.demand_bound, admitted = run.admitted;
 
   EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
-  const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
-  const double bound = capacity + rate * elapsed_s;
-  const double demand_s = static_cast<double>(stats.last_call - stats.first_call) / kMicrosPerSecond;
-  const double demand_bound = capacity + rate * demand_s;
-  const auto admitted = static_cast<double>(stats.grants.size());
   char text[320];
   std::snprintf(
       text, sizeof text,
