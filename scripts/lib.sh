@@ -4,7 +4,7 @@
 PG_MAJOR=15
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
-                    cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk)
+                    cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind)
 
 # Installs the Debian packages the build and tests need, if any is missing.
 ensure_packages() {
@@ -98,4 +98,54 @@ check_server_log_for_crashes() {
     echo "FAIL: the server log shows a crash" >&2
     return 1
   fi
+}
+
+# Starts a throwaway cluster (as start_cluster does) whose postmaster runs
+# under valgrind's memcheck; every backend it forks is traced too, and each
+# process writes its report to $CLUSTER_DIR/valgrind.<pid>.log. Source paths
+# in the reports are printed in full (--fullpath-after=), so frames of the
+# extension's code can be told from PostgreSQL's.
+start_valgrind_cluster() {
+  CLUSTER_DIR=$(mktemp -d /tmp/ratelimit-valgrind.XXXXXX)
+  chmod 755 "$CLUSTER_DIR"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
+  as_cluster_user "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres --no-sync >/dev/null
+  echo "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >"$CLUSTER_DIR/server.opts"
+  as_cluster_user bash -c "valgrind --quiet --trace-children=yes --track-origins=yes --error-limit=no \
+    --fullpath-after= --num-callers=30 --log-file='$CLUSTER_DIR/valgrind.%p.log' \
+    '$PG_BINDIR/postgres' -D '$CLUSTER_DIR/data' $(cat "$CLUSTER_DIR/server.opts") \
+    > '$CLUSTER_DIR/server.log' 2>&1 &"
+  export PGHOST=$CLUSTER_DIR PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+  local _
+  for _ in $(seq 1 180); do "$PG_BINDIR/pg_isready" -q && return 0; sleep 1; done
+  echo "the server under valgrind did not start" >&2
+  return 1
+}
+
+# Prints every memcheck error record of $CLUSTER_DIR/valgrind.*.log that has
+# a frame in the extension's code (a source file under src/core or src/pg, or
+# ratelimit.so when it has no debug info) and fails if there is any. Errors
+# wholly inside PostgreSQL do not count: the Debian build has no valgrind
+# suppressions of its own.
+memcheck_errors_in_extension() {
+  local found
+  found=$(awk '
+    /^==[0-9]+== *$/ { if (ours) { print rec; n++ } rec = ""; ours = 0; next }
+    /^==[0-9]+==/ {
+      rec = rec $0 "\n"
+      if ($0 ~ /(at|by) 0x[0-9A-F]+: / && ($0 ~ /\/src\/(core|pg)\/[A-Za-z0-9_]+\.(cpp|h):[0-9]+\)/ || $0 ~ /ratelimit\.so\)/)) ours = 1
+    }
+    END { if (ours) { print rec; n++ } exit n > 0 }' "$CLUSTER_DIR"/valgrind.*.log) && return 0
+  echo "memcheck reported errors in the extension's code:"
+  printf '%s\n' "$found" | head -150
+  return 1
+}
+
+# Stops a server started by start_valgrind_cluster (fast shutdown) and
+# removes its directory.
+stop_valgrind_cluster() {
+  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w -t 300 stop >/dev/null 2>&1 || true
+  rm -rf "$CLUSTER_DIR"
+  CLUSTER_DIR=""
 }

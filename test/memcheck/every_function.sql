@@ -1,0 +1,115 @@
+-- Every SQL function of the extension, once per path worth checking, for
+-- scripts/memcheck.sh: it runs this file against a server whose backends
+-- run under valgrind's memcheck and fails on any error reported in the
+-- extension's frames. Outputs are not compared (the regression suite does
+-- that); errors that a call is expected to raise are caught by pg_temp.try.
+\set ON_ERROR_STOP 1
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+CREATE EXTENSION IF NOT EXISTS ratelimit;
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+\set tb '''{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 20, "maxReserved": 50}'''
+\set fw '''{"kind": "fixed window", "rate": 5, "period": "1 minute", "jitter": true}'''
+\set sw '''{"kind": "sliding window", "rate": 4, "period": "1 minute"}'''
+\set sh '''{"kind": "token bucket", "rate": 16, "period": "1 minute", "shards": 4, "maxReserved": 8}'''
+
+-- ratelimit_limit and ratelimit_check: each kind, a new and an existing row,
+-- a grant, a reservation, a refusal, the global key, a sharded limit.
+SELECT ok, retry_after, remaining FROM ratelimit_limit('mc_tb', 'k', :tb, 3);
+SELECT ok, retry_after, remaining FROM ratelimit_limit('mc_tb', 'k', :tb, 30, reserve => true);
+SELECT ok, retry_after, remaining FROM ratelimit_limit('mc_tb', 'k', :tb, 40, reserve => true);
+SELECT ok, remaining FROM ratelimit_limit('mc_tb', NULL, :tb);
+SELECT ok, retry_after FROM ratelimit_limit('mc_fw', 'k', :fw, 5);
+SELECT ok, retry_after FROM ratelimit_limit('mc_fw', 'k', :fw, 1);
+SELECT ok, remaining FROM ratelimit_limit('mc_sw', 'k', :sw, 3);
+SELECT ok, remaining FROM ratelimit_limit('mc_sw', 'k', :sw, 2);
+SELECT ok, remaining FROM ratelimit_limit('mc_sh', NULL, :sh, 3);
+SELECT ok, remaining FROM ratelimit_limit('mc_sh', NULL, :sh, 6, reserve => true);
+SELECT ok, remaining FROM ratelimit_check('mc_tb', 'k', :tb, 1);
+SELECT ok, remaining FROM ratelimit_check('mc_sh', NULL, :sh, 2, reserve => true);
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc_fw', 'k', '{"kind": "fixed window", "rate": 5, "period": "1 minute"}', 1, throws => true)$$);
+-- Long names and keys (stored compressed) and a key that is not ASCII.
+SELECT ok FROM ratelimit_limit(repeat('n', 1024), repeat('k', 1024), :tb);
+SELECT ok FROM ratelimit_limit(repeat('n', 1024), repeat('k', 1024), :tb);
+SELECT ok FROM ratelimit_limit('mc_tb', 'ключ "q"', :tb);
+
+-- Named limits: define, use, the definition trigger, undefine.
+SELECT ratelimit_define('mc_named', :tb);
+SELECT ok, remaining FROM ratelimit_limit('mc_named', 'k');
+UPDATE ratelimit_definition SET config = :sw WHERE name = 'mc_named';
+SELECT ok, remaining FROM ratelimit_limit('mc_named', 'k2');
+SELECT ratelimit_undefine('mc_named');
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc_named', 'k')$$);
+
+-- ratelimit_value, refunds, headers, status, reset, cleanup.
+SELECT value FROM ratelimit_value('mc_tb', 'k', :tb);
+SELECT value FROM ratelimit_value('mc_sh', NULL, :sh);
+SELECT ok, remaining FROM ratelimit_refund('mc_tb', 'k', 2, :tb);
+SELECT ok, remaining FROM ratelimit_refund('mc_sh', NULL, 5, :sh);
+SELECT ok, remaining FROM ratelimit_refund('mc_sw', 'k', 1, :sw);
+SELECT ratelimit_headers('mc_tb', r, :tb) FROM ratelimit_limit('mc_tb', 'k', :tb) r;
+SELECT ratelimit_headers('mc_fw', r, :fw) FROM ratelimit_limit('mc_fw', 'k', :fw) r;
+SELECT ratelimit_headers('mc "quoted"', r, :sh) FROM ratelimit_check('mc "quoted"', NULL, :sh) r;
+SELECT count(*) FROM ratelimit_status;
+SET ratelimit.error_format = postgrest;
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc "q"', 'k', '{"kind": "fixed window", "rate": 1, "period": "1 minute"}', 1, throws => true)$$);
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc "q"', 'k', '{"kind": "fixed window", "rate": 1, "period": "1 minute"}', 1, throws => true)$$);
+RESET ratelimit.error_format;
+SELECT ratelimit_reset('mc_fw', 'k');
+SET ratelimit.now = '2026-01-02 00:00:00+00';
+SELECT ratelimit_cleanup() >= 0 AS cleaned;
+
+-- ratelimit_limit_all: small, with a refusal and throws, and 1,000 elements.
+SELECT name, key, ok, remaining FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_tb', 'key', 'a', 'config', :tb::jsonb),
+  jsonb_build_object('name', 'mc_sh', 'config', :sh::jsonb, 'count', 2),
+  jsonb_build_object('name', 'mc_sw', 'key', 'a', 'config', :sw::jsonb)));
+SELECT pg_temp.try(format($$SELECT * FROM ratelimit_limit_all(%L, throws => true)$$, jsonb_build_array(
+  jsonb_build_object('name', 'mc_tb', 'key', 'a', 'config', :tb::jsonb),
+  jsonb_build_object('name', 'mc_tb', 'key', 'a', 'config', :tb::jsonb, 'count', 25))));
+SELECT count(*) FILTER (WHERE ok) AS granted, count(*) AS answers
+FROM ratelimit_limit_all((SELECT jsonb_agg(jsonb_build_object('name', 'mc_all', 'key', 'k' || g, 'config', :tb::jsonb))
+                          FROM generate_series(1, 1000) g));
+SELECT count(*) FILTER (WHERE ok) AS granted, count(*) AS answers
+FROM ratelimit_limit_all((SELECT jsonb_agg(jsonb_build_object('name', 'mc_all', 'key', 'k' || g, 'config', :tb::jsonb, 'count', 19))
+                          FROM generate_series(1, 1000) g));
+
+-- Errors: bad configs, NULLs, a too-long key, a read-only transaction.
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc', 'k', '{"kind": "token bucket", "rate": 0, "period": 1}')$$);
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc', 'k', '{"kind": "token bucket", "peroid": 1}')$$);
+SELECT pg_temp.try($$SELECT ratelimit_limit(NULL)$$);
+SELECT pg_temp.try(format('SELECT ratelimit_limit(%L, %L)', 'mc', repeat('k', 1025)));
+SELECT pg_temp.try($$SELECT * FROM ratelimit_limit_all('[{"name": 1}]')$$);
+BEGIN READ ONLY;
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc_tb', 'k', '{"kind": "token bucket", "rate": 10, "period": 1000}')$$);
+COMMIT;
+
+-- The state table changed by its owner: an added trigger, index, column and
+-- CHECK (every write still goes through PostgreSQL's own machinery).
+CREATE TABLE mc_log (op text, key text);
+CREATE FUNCTION mc_log_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO public.mc_log VALUES (TG_OP, NEW.key); RETURN NEW; END $$;
+CREATE TRIGGER mc_log AFTER INSERT OR UPDATE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION mc_log_write();
+CREATE INDEX mc_value ON ratelimit_state (value);
+ALTER TABLE ratelimit_state ADD COLUMN mc_note text NOT NULL DEFAULT 'x';
+ALTER TABLE ratelimit_state ADD CONSTRAINT mc_check CHECK (value > -1e9);
+SELECT ok FROM ratelimit_limit('mc_tb', 'k', :tb);
+SELECT ok FROM ratelimit_limit('mc_tb', 'new', :tb);
+SELECT ok FROM ratelimit_limit('mc_sh', NULL, :sh, 2);
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_tb', 'key', 'k', 'config', :tb::jsonb),
+  jsonb_build_object('name', 'mc_sh', 'config', :sh::jsonb)));
+SELECT ok FROM ratelimit_refund('mc_tb', 'k', 1, :tb);
+SELECT count(*) AS trigger_rows FROM mc_log;
+DROP TRIGGER mc_log ON ratelimit_state;
+DROP INDEX mc_value;
+ALTER TABLE ratelimit_state DROP COLUMN mc_note;
+ALTER TABLE ratelimit_state DROP CONSTRAINT mc_check;
+DROP TABLE mc_log;
+DROP FUNCTION mc_log_write();
