@@ -4,16 +4,22 @@
 
 EXTENSION = ratelimit
 MODULE_big = ratelimit
-OBJS = src/core/limiter.o \
-       src/core/headers.o \
-       src/pg/consume.o \
+OBJS = src/core/headers.o \
+       src/core/limiter.o \
        src/core/shards.o \
        src/pg/clock.o \
        src/pg/config_cache.o \
        src/pg/config_json.o \
+       src/pg/consume.o \
+       src/pg/definitions.o \
        src/pg/errors.o \
        src/pg/functions.o \
        src/pg/headers.o \
+       src/pg/limits_json.o \
+       src/pg/row_access.o \
+       src/pg/sql_plans.o \
+       src/pg/state_sql.o \
+       src/pg/state_table.o \
        src/pg/storage.o
 DATA = $(wildcard sql/ratelimit--*.sql)
 

@@ -10,6 +10,8 @@ SELECT * FROM ratelimit_value('sh', NULL, :cfg);
 SELECT ok, remaining FROM ratelimit_check('sh', NULL, :cfg, 40);
 -- Two shards hold 50 together: 40 is grantable; 51 never is (22023).
 SELECT ok FROM ratelimit_limit('sh', NULL, :cfg, 40);
+-- Only the shards the grant took from have rows (each created when it was
+-- first locked); the two others are full and have none.
 SELECT count(*) AS shard_rows, sum(value) AS tokens FROM ratelimit_state WHERE name = 'sh';
 SELECT * FROM ratelimit_value('sh', NULL, :cfg);
 -- Never more than the configured total: every grant takes exactly one token

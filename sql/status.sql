@@ -20,7 +20,8 @@ SELECT ok FROM ratelimit_limit('st_sharded', NULL, count => 2);
 SELECT ok FROM ratelimit_limit('st_inline', 'u1', '{"kind": "token bucket", "rate": 3, "period": 1000}');
 SELECT name, key, shard, kind, value, ts, stored_value, idle_at FROM ratelimit_status
 WHERE name LIKE 'st\_%' AND name <> 'st_sharded';
--- Every shard has a row (2 tokens each); which one paid is random.
+-- Only the shard that paid has a row (its 2 tokens taken; which one is
+-- random): the other shards are full and have no row until first locked.
 SELECT kind, count(*) AS shards, sum(value) AS value, sum(stored_value) AS stored_value,
        min(value) AS emptiest, max(value) AS fullest FROM ratelimit_status WHERE name = 'st_sharded' GROUP BY kind;
 -- Two seconds later the values have refilled (or not, for the windows);

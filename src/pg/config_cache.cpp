@@ -3,16 +3,14 @@
 //
 // Inline configs are keyed by their jsonb bytes (jsonb is normalised: equal
 // documents have equal bytes). Named configs are keyed by name and carry the
-// definitions generation they were read in; any change to the definition
-// table (ratelimit_define/undefine, or direct DML through its trigger) sends
-// a relcache invalidation that bumps the generation in every backend.
+// definitions generation they were read in (definitions.cpp): any change to
+// the definition table makes every backend's named entries stale.
 #include <cstring>
 
 #include "pg_adapter.h"
 
 extern "C" {
 #include "common/hashfn.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 }
 
@@ -34,23 +32,17 @@ struct CacheEntry {
 
 CacheEntry entries[kCacheSlots];
 MemoryContext cache_context = nullptr;
-uint64 definitions_generation = 1;
-Oid watched_definition_table = InvalidOid;
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  if (relid == InvalidOid || relid == watched_definition_table) ++definitions_generation;
-}
 
 int SlotFor(EntryKind kind, const char* key, int len) {
   uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(key), len) ^ static_cast<uint32>(kind);
   return static_cast<int>(hash % kCacheSlots);
 }
 
-const LimitConfig* Find(EntryKind kind, const char* key, int len) {
+// The cached config of `key`; named entries only if read in `generation`.
+const LimitConfig* Find(EntryKind kind, const char* key, int len, uint64 generation) {
   const CacheEntry& entry = entries[SlotFor(kind, key, len)];
   if (entry.kind != kind || entry.key_len != len || std::memcmp(entry.key, key, len) != 0) return nullptr;
-  if (kind == EntryKind::kNamed && entry.generation != definitions_generation) return nullptr;
+  if (entry.generation != generation) return nullptr;
   return &entry.config;
 }
 
@@ -71,14 +63,10 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
 
 }  // namespace
 
-void RegisterConfigCacheInvalidation() { CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0); }
-
-void WatchDefinitionTable(Oid definition_table) { watched_definition_table = definition_table; }
-
 void InlineConfig(Jsonb* config, LimitConfig* out) {
   const char* bytes = VARDATA_ANY(config);
   int len = VARSIZE_ANY_EXHDR(config);
-  if (const LimitConfig* cached = Find(EntryKind::kInline, bytes, len)) {
+  if (const LimitConfig* cached = Find(EntryKind::kInline, bytes, len, 0)) {
     *out = *cached;
     return;
   }
@@ -87,11 +75,12 @@ void InlineConfig(Jsonb* config, LimitConfig* out) {
 }
 
 bool NamedConfig(const LimitId& id, LimitConfig* out) {
-  if (const LimitConfig* cached = Find(EntryKind::kNamed, id.name, id.name_len)) {
+  // Read before the lookup: a change during it makes the entry miss next time.
+  uint64 generation = DefinitionsGeneration();
+  if (const LimitConfig* cached = Find(EntryKind::kNamed, id.name, id.name_len, generation)) {
     *out = *cached;
     return true;
   }
-  uint64 generation = definitions_generation;  // read before the lookup: a change during it misses next time
   if (!LookupDefinedConfig(id.name_text, out)) return false;
   Remember(EntryKind::kNamed, id.name, id.name_len, generation, *out);
   return true;

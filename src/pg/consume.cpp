@@ -13,10 +13,9 @@
 
 extern "C" {
 #include "miscadmin.h"
-#if PG_VERSION_NUM >= 150000
-#include "common/pg_prng.h"
-#endif
 }
+
+#include "compat.h"
 
 namespace ratelimit_pg {
 namespace {
@@ -58,7 +57,14 @@ Decision ConsumeRowLocked(const LimitCall& call) {
     CHECK_FOR_INTERRUPTS();
     StoredState stored = ReadState(call.id, ReadMode::kLock);
     Decision decision = DecideNow(call, stored);
-    if (!decision.ok || WriteIfUnchanged(call, stored, decision)) return decision;
+    if (!decision.ok) return decision;
+    RowWrite row = WriteOf(call, decision.next, decision.full_at);
+    if (!stored.state.exists) {
+      if (InsertState(call.id, row)) return decision;
+      continue;
+    }
+    UpdateLockedState(call.id, &stored.tid, row);
+    return decision;
   }
 }
 
@@ -91,24 +97,31 @@ void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPoin
   }
 }
 
-// Reads or locks one shard row; false if it is busy (skip-locked) or missing.
-// tid (optional) receives where the version read is.
-bool ReadShard(const LimitCall& call, int shard, ReadMode mode, ShardInput* out,
-               ItemPointerData* tid = nullptr) {
-  StoredState stored = ReadState(ShardId(call.id, shard), mode);
+// Reads one shard row without a lock (no row: its initial state).
+void ReadShard(const LimitCall& call, int shard, ShardInput* out) {
   out->shard = shard;
-  out->state = stored.state;
-  if (tid != nullptr) *tid = stored.tid;
-  return stored.state.exists;
+  out->state = ReadState(ShardId(call.id, shard), ReadMode::kUnlocked).state;
 }
 
-// Creates every shard row of a never-used sharded limit in its initial
-// state, which is the same as no row (so nothing observable is written).
-void MaterializeAllShards(const LimitCall& call) {
-  LimitConfig shard_config = ratelimit::ShardConfig(call.config);
+// The row a never-used row of `config` is created as: its initial state,
+// idle at once (the same as no row at all, so nothing observable is written).
+RowWrite InitialRow(const LimitConfig& config, Micros origin) {
+  LimitConfig row_config = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
   Micros now = ClockNow();
-  LimitState initial = ratelimit::InitialState(shard_config, now, call.origin);
-  MaterializeShards(call.id, call.config.shards, WriteOf(call, initial, now));
+  return RowWrite{ratelimit::InitialState(row_config, now, origin), KeepsPrev(config), now};
+}
+
+// Locks one shard row, creating it in its initial state if there is none.
+// Without wait, a shard another transaction holds or is creating is busy:
+// false, and nobody waits for it. With wait, false means it vanished.
+// tid receives where the locked version is.
+bool LockShard(const LimitCall& call, int shard, bool wait, ShardInput* out, ItemPointerData* tid) {
+  StoredState stored;
+  bool locked = LockOrCreateRow(ShardId(call.id, shard), InitialRow(call.config, call.origin), wait, &stored);
+  out->shard = shard;
+  out->state = stored.state;
+  *tid = stored.tid;
+  return locked;
 }
 
 // Decides with the locked shards (one or two), writes a grant, reports it.
@@ -119,8 +132,14 @@ Decision DecideAndWriteShards(const LimitCall& call, const ShardInput* inputs, c
   return decision.summary;
 }
 
-bool AloneSuffices(const LimitCall& call, const ShardInput& input) {
-  return DecideShardsNow(call, &input, 1).summary.ok;
+// Whether one shard alone grants the request now without reserving: only
+// then is the other candidate left alone. A reservation that one shard
+// could make by going into deficit is decided on both shards, so it is
+// never answered worse (later) than the two together, or than the same
+// call without reserve, would answer (as ratelimit_check does).
+bool AloneFits(const LimitCall& call, const ShardInput& input) {
+  Decision alone = DecideShardsNow(call, &input, 1).summary;
+  return alone.ok && !alone.has_retry;
 }
 
 // The shard a decision on two shards takes from when it needs only one, or
@@ -139,8 +158,7 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ItemPo
   bool may_wait = other_fast.shard > held.shard;
   ShardInput other;
   ItemPointerData other_tid;
-  if (!ReadShard(call, other_fast.shard, may_wait ? ReadMode::kLock : ReadMode::kLockSkipLocked, &other,
-                 &other_tid)) {
+  if (!LockShard(call, other_fast.shard, may_wait, &other, &other_tid)) {
     if (may_wait) return Outcome::kRestart;  // the row vanished
     ShardInput pair[2] = {held, other_fast};
     Micros now = ClockNow();
@@ -156,12 +174,12 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ItemPo
   return Outcome::kDone;
 }
 
-// Takes from one locked shard if it alone suffices now, else from both.
+// Takes from one locked shard if it alone fits now, else from both.
 // remaining is estimated from both candidates either way (as a call that
 // takes from both reports it), the other one at its committed state.
 Outcome TakeFromLocked(const LimitCall& call, const ShardInput& held, const ItemPointerData& held_tid,
                        const ShardInput& other_fast, Decision* out) {
-  if (AloneSuffices(call, held)) {
+  if (AloneFits(call, held)) {
     ShardDecision decision = DecideShardsNow(call, &held, 1);
     WriteShards(call, &held, &held_tid, decision);
     ShardInput after[2] = {ShardInput{held.shard, decision.writes[0].next}, other_fast};
@@ -183,29 +201,30 @@ Outcome ConsumeShardsLocked(const LimitCall& call, const ShardInput fast[2], con
   ItemPointerData held_tid;
   if (preferred >= 0) {
     int other = 1 - preferred;
-    if (ReadShard(call, fast[preferred].shard, ReadMode::kLockSkipLocked, &held, &held_tid))
+    if (LockShard(call, fast[preferred].shard, false, &held, &held_tid))
       return TakeFromLocked(call, held, held_tid, fast[other], out);
-    if (AloneSuffices(call, fast[other]) &&
-        ReadShard(call, fast[other].shard, ReadMode::kLockSkipLocked, &held, &held_tid))
+    if (AloneFits(call, fast[other]) && LockShard(call, fast[other].shard, false, &held, &held_tid))
       return TakeFromLocked(call, held, held_tid, fast[preferred], out);
   }
-  if (!ReadShard(call, fast[0].shard, ReadMode::kLock, &held, &held_tid)) return Outcome::kRestart;
+  if (!LockShard(call, fast[0].shard, true, &held, &held_tid)) return Outcome::kRestart;
   return TakeFromLocked(call, held, held_tid, fast[1], out);
 }
 
 // The power of two choices: decide on two random shards from the committed
-// state (a refusal ends there), then lock and decide again.
+// state (a refusal ends there), then lock and decide again. A shard row
+// that does not exist yet is created, in its initial state, only when a
+// call locks it (LockShard), so a limit's first use (or its first after
+// cleanup) takes from free shards like any other call.
 Decision ConsumeSharded(const LimitCall& call) {
   int candidate[2];
-  ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), candidate);
+  ratelimit::PickCandidates(call.config.shards, compat::RandomUnit(), compat::RandomUnit(), candidate);
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     ShardInput fast[2];
-    bool all_exist = ReadShard(call, candidate[0], ReadMode::kUnlocked, &fast[0]);
-    all_exist = ReadShard(call, candidate[1], ReadMode::kUnlocked, &fast[1]) && all_exist;
+    ReadShard(call, candidate[0], &fast[0]);
+    ReadShard(call, candidate[1], &fast[1]);
     ShardDecision decision = DecideShardsNow(call, fast, 2);
     if (!decision.summary.ok) return decision.summary;
-    if (!all_exist) MaterializeAllShards(call);
     Decision out;
     if (ConsumeShardsLocked(call, fast, decision, &out) == Outcome::kDone) return out;
   }
@@ -261,29 +280,21 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
     return DecideNow(call, ReadState(call.id, ReadMode::kUnlocked));
   }
   rows->count = 2;
-  ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), rows->shard);
+  ratelimit::PickCandidates(call.config.shards, compat::RandomUnit(), compat::RandomUnit(), rows->shard);
   ShardInput fast[2];
-  ReadShard(call, rows->shard[0], ReadMode::kUnlocked, &fast[0]);
-  ReadShard(call, rows->shard[1], ReadMode::kUnlocked, &fast[1]);
+  ReadShard(call, rows->shard[0], &fast[0]);
+  ReadShard(call, rows->shard[1], &fast[1]);
   return DecideShardsNow(call, fast, 2).summary;
 }
 
 // Locks one row, creating it in its initial state (the same as no row) if
 // it does not exist yet.
-void LockOrCreateRow(LockedRow* row) {
-  for (;;) {
-    CHECK_FOR_INTERRUPTS();
-    StoredState stored = ReadState(row->id, ReadMode::kLock);
-    if (stored.state.exists) {
-      row->current = stored.state;
-      row->tid = stored.tid;
-      return;
-    }
-    LimitConfig config = row->config.shards > 1 ? ratelimit::ShardConfig(row->config) : row->config;
-    Micros now = ClockNow();
-    LimitState initial = ratelimit::InitialState(config, now, row->origin);
-    InsertState(row->id, RowWrite{initial, row->keep_prev, now});
-  }
+void LockEntryRow(LockedRow* row) {
+  StoredState stored;
+  if (!LockOrCreateRow(row->id, InitialRow(row->config, row->origin), true, &stored))
+    elog(ERROR, "ratelimit: a state row changed under its lock");
+  row->current = stored.state;
+  row->tid = stored.tid;
 }
 
 // Collects, sorts and deduplicates the rows of all entries, then locks them
@@ -307,7 +318,7 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
   int distinct = 0;
   for (int i = 0; i < n; ++i)
     if (distinct == 0 || CompareRows(&rows[distinct - 1], &rows[i]) != 0) rows[distinct++] = rows[i];
-  for (int i = 0; i < distinct; ++i) LockOrCreateRow(&rows[i]);
+  for (int i = 0; i < distinct; ++i) LockEntryRow(&rows[i]);
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < entries[i].count; ++j) {
       LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, false, 0, {}};
@@ -342,22 +353,15 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
 
 // Spreads the retry times of refused entries (those with jitter configured).
 void JitterAll(const LimitCall* calls, int count, Decision* out) {
-  for (int i = 0; i < count; ++i) out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], RandomUnit());
+  for (int i = 0; i < count; ++i)
+    out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], compat::RandomUnit());
 }
 
 }  // namespace
 
-double RandomUnit() {
-#if PG_VERSION_NUM >= 150000
-  return pg_prng_double(&pg_global_prng_state);
-#else
-  return static_cast<double>(random()) / (static_cast<double>(MAX_RANDOM_VALUE) + 1.0);
-#endif
-}
-
 Decision Consume(const LimitCall& call) {
   Decision decision = call.config.shards > 1 ? ConsumeSharded(call) : ConsumeRow(call);
-  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
+  return ratelimit::ApplyJitter(call.config, decision, compat::RandomUnit());
 }
 
 Decision Check(const LimitCall& call) {
@@ -369,7 +373,7 @@ Decision Check(const LimitCall& call) {
   } else {
     decision = DecideNow(call, ReadState(call.id, ReadMode::kUnlocked));
   }
-  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
+  return ratelimit::ApplyJitter(call.config, decision, compat::RandomUnit());
 }
 
 ratelimit::Reading CurrentValue(const LimitCall& call) {

@@ -54,6 +54,20 @@ char* RefusalDetailJson(const LimitId& id, const Decision& decision) {
   return buf.data;
 }
 
+// The name in double quotes, with " and \ escaped (as the headers quote it),
+// so a name containing a quote cannot end the quoted name early.
+char* QuotedName(const LimitId& id) {
+  StringInfoData buf;
+  initStringInfo(&buf);
+  appendStringInfoChar(&buf, '"');
+  for (int i = 0; i < id.name_len; ++i) {
+    if (id.name[i] == '"' || id.name[i] == '\\') appendStringInfoChar(&buf, '\\');
+    appendStringInfoChar(&buf, id.name[i]);
+  }
+  appendStringInfoChar(&buf, '"');
+  return buf.data;
+}
+
 enum ErrorFormat { kPlain, kPostgrest };
 
 int error_format = kPlain;
@@ -114,7 +128,7 @@ void RaiseIfInvalid(const ratelimit::Status& status) {
 void RaiseRateLimited(const LimitCall& call, const Decision& decision) {
   const LimitId& id = call.id;
   char* detail = RefusalDetailJson(id, decision);
-  char* message = psprintf("rate limit \"%.*s\" exceeded", id.name_len, id.name);
+  char* message = psprintf("rate limit %s exceeded", QuotedName(id));
   char* hint = psprintf("Retry after %s seconds.", float8out_internal(decision.retry_after));
   if (error_format == kPostgrest) RaisePostgrest(call, decision, message, detail, hint);
   ereport(ERROR, (errcode(MAKE_SQLSTATE('P', 'T', '4', '2', '9')), errmsg("%s", message),

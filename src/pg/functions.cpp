@@ -22,7 +22,11 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "tcop/utility.h"
+}
 
+#include "compat.h"
+
+extern "C" {
 PG_MODULE_MAGIC;
 
 void _PG_init(void);
@@ -54,23 +58,10 @@ PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
 namespace ratelimit_pg {
 namespace {
 
-// The most entries one ratelimit_limit_all call takes.
-constexpr int kMaxLimitsPerCall = 1000;
-
 // Raises 22004 for a NULL argument that must not be NULL.
 void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what) {
   if (PG_ARGISNULL(arg))
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
-}
-
-// Points id fields at a text value's bytes, at most kMaxNameBytes long.
-void SetIdText(text* value, const char* what, text** field, const char** bytes, int* len) {
-  *field = value;
-  *bytes = VARDATA_ANY(value);
-  *len = VARSIZE_ANY_EXHDR(value);
-  if (*len > kMaxNameBytes)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s is too long", what),
-                    errdetail("%s is %d bytes; the maximum is %d.", what, *len, kMaxNameBytes)));
 }
 
 // The (name, key) identity from two arguments; a NULL key is the global
@@ -117,21 +108,24 @@ const FunctionFacts& FactsOf(Oid function) {
   return slot;
 }
 
-// Connects SPI, makes the called function's owner the role its SQL runs as,
-// and makes sure the saved plans match the extension's schema (the schema
-// the called function lives in). Returns the previous SQL role, which
-// DisconnectStorage restores (a call from inside another call's SQL, e.g. a
-// trigger, must not change the outer call's role).
+// Connects SPI for one call and sets up its storage: the schema is the
+// called function's (the extension's), its SQL runs as the function's
+// owner. Returns the previous SQL role, which DisconnectStorage restores.
+//
+// The SPI memory rule: SPI_connect switches to SPI's procedure context and
+// SPI_finish frees it, so everything allocated in between (the call's
+// temporary memory, its executor state, SPI results) goes with it.
+// Whatever must outlive SPI_finish (a result to return, an array the rows
+// are formed from afterwards) is allocated before ConnectStorage, or with
+// SPI_palloc.
 Oid ConnectStorage(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
   const FunctionFacts& facts = FactsOf(fcinfo->flinfo->fn_oid);
-  Oid previous_sql_role = SetSqlRole(facts.owner);
-  PrepareStorage(facts.namespace_oid);
-  return previous_sql_role;
+  return BeginStorageCall(facts.namespace_oid, facts.owner);
 }
 
 void DisconnectStorage(Oid previous_sql_role) {
-  SetSqlRole(previous_sql_role);
+  EndStorageCall(previous_sql_role);
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }
 
@@ -168,15 +162,23 @@ LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int conf
   return call;
 }
 
-// Forms a ratelimit_result from a decision.
-Datum ResultDatum(TupleDesc desc, const Decision& decision) {
-  Datum values[5];
-  bool nulls[5] = {false, !decision.has_retry, !decision.has_retry, false, false};
+// The five fields of a ratelimit_result (ok, retry_after, retry_at,
+// remaining, reset_after), as every function returning a decision shows it.
+void EncodeDecision(const Decision& decision, Datum* values, bool* nulls) {
   values[0] = BoolGetDatum(decision.ok);
   values[1] = Float8GetDatum(decision.retry_after);
   values[2] = TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at));
   values[3] = Float8GetDatum(decision.remaining + 0.0);
   values[4] = Float8GetDatum(decision.reset_after);
+  nulls[0] = nulls[3] = nulls[4] = false;
+  nulls[1] = nulls[2] = !decision.has_retry;
+}
+
+// Forms a ratelimit_result from a decision.
+Datum ResultDatum(TupleDesc desc, const Decision& decision) {
+  Datum values[5];
+  bool nulls[5];
+  EncodeDecision(decision, values, nulls);
   return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
@@ -223,100 +225,6 @@ Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
   return row;
 }
 
-// ---- ratelimit_limit_all --------------------------------------------------
-
-bool KeyIs(const JsonbValue& key, const char* name) {
-  return static_cast<size_t>(key.val.string.len) == std::strlen(name) &&
-         std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
-}
-
-[[noreturn]] void RaiseEntryError(int index, const char* problem) {
-  ereport(ERROR,
-          (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits[%d]: %s", index, problem),
-           errdetail("Each element is an object with name, and optionally key, config, count and reserve.")));
-  pg_unreachable();
-}
-
-// A JSON string as a text datum for an id field (null -> nullptr for key).
-void SetIdFromJson(int index, const JsonbValue& value, const char* what, bool nullable, text** field,
-                   const char** bytes, int* len) {
-  if (nullable && value.type == jbvNull) return;
-  if (value.type != jbvString)
-    RaiseEntryError(index, nullable ? "key must be a string or null" : "name must be a string");
-  SetIdText(cstring_to_text_with_len(value.val.string.val, value.val.string.len), what, field, bytes, len);
-}
-
-// Applies one field of a limits element to its call.
-void ApplyEntryField(int index, const JsonbValue& key, JsonbValue* value, LimitCall* call, bool* has_name) {
-  LimitId& id = call->id;
-  if (KeyIs(key, "name")) {
-    SetIdFromJson(index, *value, "name", false, &id.name_text, &id.name, &id.name_len);
-    *has_name = true;
-  } else if (KeyIs(key, "key")) {
-    SetIdFromJson(index, *value, "key", true, &id.key_text, &id.key, &id.key_len);
-  } else if (KeyIs(key, "config")) {
-    if (value->type == jbvNull) return;
-    if (value->type != jbvBinary || !JsonContainerIsObject(value->val.binary.data))
-      RaiseEntryError(index, "config must be an object or null");
-    call->inline_config = JsonbValueToJsonb(value);
-  } else if (KeyIs(key, "count")) {
-    if (value->type != jbvNumeric) RaiseEntryError(index, "count must be a number");
-    call->request.count = JsonbNumberToDouble(*value) + 0.0;
-  } else if (KeyIs(key, "reserve")) {
-    if (value->type != jbvBool) RaiseEntryError(index, "reserve must be a boolean");
-    call->request.reserve = value->val.boolean;
-  } else {
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("limits[%d]: unknown field \"%.*s\"", index, EchoLength(key.val.string.len),
-                           key.val.string.val),
-                    errdetail("Valid fields are name, key, config, count and reserve.")));
-  }
-}
-
-// Parses one element of the limits array into a call.
-LimitCall EntryFromJson(int index, JsonbValue* element) {
-  if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
-    RaiseEntryError(index, "must be an object");
-  LimitCall call{};
-  call.request = Request{1, false};
-  bool has_name = false;
-  JsonbIterator* it = JsonbIteratorInit(element->val.binary.data);
-  JsonbValue key;
-  JsonbValue value;
-  JsonbIteratorToken token;
-  while ((token = JsonbIteratorNext(&it, &key, true)) != WJB_DONE) {
-    if (token != WJB_KEY) continue;
-    JsonbIteratorNext(&it, &value, true);
-    ApplyEntryField(index, key, &value, &call, &has_name);
-  }
-  if (!has_name) RaiseEntryError(index, "name is required");
-  return call;
-}
-
-// Parses the limits array; returns the number of entries.
-int EntriesFromJson(Jsonb* limits, LimitCall** out) {
-  if (!JB_ROOT_IS_ARRAY(limits) || JB_ROOT_IS_SCALAR(limits))
-    ereport(ERROR,
-            (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("limits must be a JSON array"),
-             errdetail("For example [{\"name\": \"perUser\", \"key\": \"u1\"}, {\"name\": \"global\"}].")));
-  int count = JB_ROOT_COUNT(limits);
-  if (count > kMaxLimitsPerCall)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("too many limits in one call"),
-                    errdetail("At most %d limits; %d were given.", kMaxLimitsPerCall, count)));
-  LimitCall* calls = static_cast<LimitCall*>(palloc0(sizeof(LimitCall) * (count + 1)));
-  JsonbIterator* it = JsonbIteratorInit(&limits->root);
-  JsonbValue element;
-  JsonbIteratorToken token;
-  int index = 0;
-  while ((token = JsonbIteratorNext(&it, &element, true)) != WJB_DONE)
-    if (token == WJB_ELEM) {
-      calls[index] = EntryFromJson(index, &element);
-      ++index;
-    }
-  *out = calls;
-  return index;
-}
-
 // A tuplestore for a materialized set-returning function's rows.
 Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
   auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
@@ -336,16 +244,14 @@ Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
 }
 
 // Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
-void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& d) {
+void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& decision) {
   Datum values[7];
-  bool nulls[7] = {false, id.key_text == nullptr, false, !d.has_retry, !d.has_retry, false, false};
+  bool nulls[7];
   values[0] = PointerGetDatum(id.name_text);
   values[1] = PointerGetDatum(id.key_text);
-  values[2] = BoolGetDatum(d.ok);
-  values[3] = Float8GetDatum(d.retry_after);
-  values[4] = TimestampTzGetDatum(TimestamptzFromUnix(d.retry_at));
-  values[5] = Float8GetDatum(d.remaining + 0.0);
-  values[6] = Float8GetDatum(d.reset_after);
+  nulls[0] = false;
+  nulls[1] = id.key_text == nullptr;
+  EncodeDecision(decision, values + 2, nulls + 2);
   tuplestore_putvalues(store, desc, values, nulls);
 }
 
@@ -471,9 +377,10 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
   bool throws = PG_GETARG_BOOL(1);
   LimitCall* calls = nullptr;
   int count = EntriesFromJson(PG_GETARG_JSONB_P(0), &calls);
+  // The rows are formed after SPI_finish: allocated before ConnectStorage.
+  auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
   Oid previous_sql_role = ConnectStorage(fcinfo);
   for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
-  auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
   ConsumeAll(calls, count, decisions);
   DisconnectStorage(previous_sql_role);
   for (int i = 0; throws && i < count; ++i)
@@ -570,12 +477,7 @@ void _PG_init(void) {
   ratelimit_pg::DefineErrorFormatGuc();
   ratelimit_pg::RegisterStorageInvalidation();
   CacheRegisterSyscacheCallback(PROCOID, ratelimit_pg::OnFunctionInvalidation, 0);
-  ratelimit_pg::RegisterConfigCacheInvalidation();
-#if PG_VERSION_NUM >= 150000
-  MarkGUCPrefixReserved("ratelimit");
-#else
-  EmitWarningsOnPlaceholders("ratelimit");
-#endif
+  ratelimit_pg::compat::ReserveGucPrefix("ratelimit");
 }
 
 // Each function has two entry points running the same code: the SQL of

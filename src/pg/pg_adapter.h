@@ -60,6 +60,14 @@ void ParseConfigJsonb(Jsonb* config, LimitConfig* out);
 // A jsonb number as a double (overflow gives +-inf, rejected by validation).
 double JsonbNumberToDouble(const JsonbValue& value);
 
+// limits_json.cpp: identity fields and ratelimit_limit_all's argument.
+// Points id fields at a text value's bytes (22023 past kMaxNameBytes).
+void SetIdText(text* value, const char* what, text** field, const char** bytes, int* len);
+struct LimitCall;
+// Parses the limits array into palloc'd calls (config unresolved); returns
+// how many.
+int EntriesFromJson(Jsonb* limits, LimitCall** out);
+
 // errors.cpp: core Status and rate-limit refusals as PostgreSQL errors, in
 // the form ratelimit.error_format chooses (plain PT429, or PostgREST's PGRST).
 void DefineErrorFormatGuc();
@@ -75,10 +83,13 @@ char* HeadersJsonText(const LimitId& id, const LimitConfig& config, const rateli
 Datum HeadersJsonb(const LimitId& id, const LimitConfig& config, const ratelimit::HeaderAnswer& answer,
                    Micros now);
 
-// storage.cpp: the state and definition tables, through saved SPI plans.
+// The state rows, read and written by the steps of storage.cpp (each takes
+// its lock on the table first, then looks at it) and the statements of
+// state_sql.cpp.
 struct StoredState {
   LimitState state;
   bool prev_is_null;
+  bool busy;            // the row exists but another transaction holds it (SKIP LOCKED)
   ItemPointerData tid;  // where the row version was read (valid when state.exists)
 };
 
@@ -92,21 +103,37 @@ struct RowWrite {
 
 enum class ReadMode { kUnlocked, kLock, kLockSkipLocked };
 
+// Sets up storage for one call of a function of the extension: its schema
+// is `extension_namespace`, its SQL runs as `owner`. Returns the previous
+// owner, for EndStorageCall (a call from inside another call's SQL, e.g. a
+// trigger, must not change the outer call's role).
+Oid BeginStorageCall(Oid extension_namespace, Oid owner);
+void EndStorageCall(Oid previous_owner);
 void RegisterStorageInvalidation();
-void PrepareStorage(Oid extension_namespace);
-// Sets the role SQL statements run as (the called function's owner); returns the previous one.
-Oid SetSqlRole(Oid role);
+
 StoredState ReadState(const LimitId& id, ReadMode mode);
 // Fills out[0..shards) with shard i at index i (exists=false: no row).
 int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out);
+// INSERT ... ON CONFLICT DO NOTHING; false if the row existed.
 bool InsertState(const LimitId& id, const RowWrite& row);
-void MaterializeShards(const LimitId& id, int shards, const RowWrite& initial);
+// Locks the row, creating it first in the state `initial` (which must
+// answer like no row at all) if there is none. wait=false: a row another
+// transaction holds, or is creating, is not waited for and false returned.
+// With wait, false means the row vanished under the lock (decide again).
+bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, StoredState* out);
+// Updates the row version that was read (expected.tid) if it is still the
+// newest; false if another transaction changed or deleted it meanwhile.
 bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row);
 // Updates a row this transaction has locked; tid (may be nullptr) is where
-// the locked version is, which lets the update skip the SQL executor.
+// the locked version is.
 void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowWrite& row);
 bool DeleteStates(const LimitId& id);
 int64 DeleteIdleStates(Micros now);
+
+// definitions.cpp: named limits, and the generation that changes whenever
+// any backend changes them (or this one, at once).
+void RegisterDefinitionsInvalidation();
+uint64 DefinitionsGeneration();
 bool LookupDefinedConfig(text* name, LimitConfig* config);
 void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
@@ -137,8 +164,6 @@ struct LimitCall {
 
 // config_cache.cpp: parsed configs cached per backend (inline by their
 // bytes, named by name until the definition table changes).
-void RegisterConfigCacheInvalidation();
-void WatchDefinitionTable(Oid definition_table);
 void InlineConfig(Jsonb* config, LimitConfig* out);
 bool NamedConfig(const LimitId& id, LimitConfig* out);
 
@@ -148,8 +173,5 @@ Decision Check(const LimitCall& call);
 ratelimit::Reading CurrentValue(const LimitCall& call);
 Decision RefundTokens(const LimitCall& call, double amount);
 void ConsumeAll(LimitCall* calls, int count, Decision* out);
-
-// A uniform random number in [0, 1) from PostgreSQL's PRNG.
-double RandomUnit();
 
 }  // namespace ratelimit_pg

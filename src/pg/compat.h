@@ -1,0 +1,111 @@
+// The PostgreSQL version differences the adapter meets, as named helpers.
+// This is the only file of src/pg that tests PG_VERSION_NUM; everything
+// else calls these. Include it after the PostgreSQL headers it needs (inside
+// the including file's extern "C" block, or after it).
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/tableam.h"
+#include "executor/executor.h"
+#include "nodes/pg_list.h"
+#include "utils/guc.h"
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#endif
+#if PG_VERSION_NUM >= 160000
+#include "parser/parse_relation.h"
+#endif
+}
+
+namespace ratelimit_pg {
+namespace compat {
+
+// What table_tuple_update reports about index entries: a bool before 16,
+// TU_UpdateIndexes (none / all / summarizing only) from 16 on.
+#if PG_VERSION_NUM >= 160000
+using UpdateIndexes = TU_UpdateIndexes;
+inline bool NeedsIndexEntries(UpdateIndexes u) { return u != TU_None; }
+inline bool OnlySummarizing(UpdateIndexes u) { return u == TU_Summarizing; }
+#else
+using UpdateIndexes = bool;
+inline bool NeedsIndexEntries(UpdateIndexes u) { return u; }
+inline bool OnlySummarizing(UpdateIndexes) { return false; }
+#endif
+
+// index_beginscan (18 added an instrumentation argument).
+inline IndexScanDesc BeginIndexScan(Relation table, Relation index, Snapshot snapshot, int nkeys) {
+#if PG_VERSION_NUM >= 180000
+  return index_beginscan(table, index, snapshot, nullptr, nkeys, 0);
+#else
+  return index_beginscan(table, index, snapshot, nkeys, 0);
+#endif
+}
+
+// ExecInsertIndexTuples for the new version of an UPDATE, as ExecUpdate
+// calls it (16 added "only summarizing indexes").
+inline List* InsertIndexEntriesForUpdate(ResultRelInfo* rri, TupleTableSlot* slot, EState* estate,
+                                         UpdateIndexes update_indexes) {
+#if PG_VERSION_NUM >= 160000
+  return ExecInsertIndexTuples(rri, slot, estate, true, false, nullptr, NIL, OnlySummarizing(update_indexes));
+#else
+  (void)update_indexes;
+  return ExecInsertIndexTuples(rri, slot, estate, true, false, nullptr, NIL);
+#endif
+}
+
+// An EPQState with no plan, as logical replication's apply worker makes
+// for ExecSimpleRelationUpdate (16 added the result relations argument).
+inline void InitEpqState(EPQState* epq, EState* estate) {
+#if PG_VERSION_NUM >= 160000
+  EvalPlanQualInit(epq, estate, nullptr, NIL, -1, NIL);
+#else
+  EvalPlanQualInit(epq, estate, nullptr, NIL, -1);
+#endif
+}
+
+// The range table of an EState that writes one relation (as the apply
+// worker's create_edata_for_relation builds it): 16 added permission infos,
+// 18 the set of unpruned relations.
+inline void InitSingleRangeTable(EState* estate, Relation rel) {
+  RangeTblEntry* rte = makeNode(RangeTblEntry);
+  rte->rtekind = RTE_RELATION;
+  rte->relid = RelationGetRelid(rel);
+  rte->relkind = rel->rd_rel->relkind;
+  rte->rellockmode = RowExclusiveLock;
+#if PG_VERSION_NUM >= 160000
+  List* perminfos = NIL;
+  addRTEPermissionInfo(&perminfos, rte);
+#endif
+#if PG_VERSION_NUM >= 180000
+  ExecInitRangeTable(estate, list_make1(rte), perminfos, bms_make_singleton(1));
+#elif PG_VERSION_NUM >= 160000
+  ExecInitRangeTable(estate, list_make1(rte), perminfos);
+#else
+  ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
+
+// Reserves a GUC prefix for the extension's settings (15 renamed
+// EmitWarningsOnPlaceholders to MarkGUCPrefixReserved).
+inline void ReserveGucPrefix(const char* prefix) {
+#if PG_VERSION_NUM >= 150000
+  MarkGUCPrefixReserved(prefix);
+#else
+  EmitWarningsOnPlaceholders(prefix);
+#endif
+}
+
+// A uniform random number in [0, 1) from PostgreSQL's PRNG.
+inline double RandomUnit() {
+#if PG_VERSION_NUM >= 150000
+  return pg_prng_double(&pg_global_prng_state);
+#else
+  return static_cast<double>(random()) / (static_cast<double>(MAX_RANDOM_VALUE) + 1.0);
+#endif
+}
+
+}  // namespace compat
+}  // namespace ratelimit_pg

@@ -1,0 +1,328 @@
+// State rows read, locked and written without SQL. A read is one probe of a
+// unique index (the index and table access methods); a lock is
+// table_tuple_lock, as the executor's LockRows takes it; a write goes
+// through the executor's per-row pieces, set up as logical replication's
+// apply worker sets them up for ExecSimpleRelationUpdate (execReplication.c):
+// an EState whose one result relation is the state table, ExecOpenIndices,
+// ExecConstraints, ExecInsertIndexTuples and the row triggers. So every
+// index, trigger, constraint and the replica identity of the table as it is
+// now (see state_table.cpp) is PostgreSQL's business, not a copy of it.
+#include <cstring>
+
+#include "sql_plans.h"
+#include "state_table.h"
+
+extern "C" {
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/fmgroids.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+#include "compat.h"
+
+namespace ratelimit_pg {
+namespace {
+
+// The CHECK constraint the extension installs (shard >= 0): no owner code.
+constexpr const char* kInstalledShardCheck = "ratelimit_state_shard_check";
+
+// The equality functions of the index keys, looked up once per backend
+// (ScanKeyInit would look them up on every call).
+FmgrInfo* EqualityFunction(Oid function) {
+  static FmgrInfo text_eq;
+  static FmgrInfo int2_eq;
+  FmgrInfo* info = function == F_TEXTEQ ? &text_eq : &int2_eq;
+  if (info->fn_oid != function) fmgr_info_cxt(function, info, TopMemoryContext);
+  return info;
+}
+
+// One equality key on index column `column`, with the column's collation
+// (ScanKeyInit would use "C"; the columns are "C" today, but the index is
+// what decides).
+void InitIndexKey(Relation index, ScanKeyData* key, AttrNumber column, Oid function, Datum argument) {
+  ScanKeyEntryInitializeWithInfo(key, 0, column, BTEqualStrategyNumber, InvalidOid,
+                                 index->rd_indcollation[column - 1], EqualityFunction(function), argument);
+}
+
+// Equality keys on the unique index of the id's key variant; returns how many.
+int FillIndexKeys(Relation index, const LimitId& id, ScanKeyData* keys) {
+  Datum shard = Int16GetDatum(static_cast<int16>(id.shard));
+  InitIndexKey(index, &keys[0], 1, F_TEXTEQ, PointerGetDatum(id.name_text));
+  if (id.key_text == nullptr) {
+    InitIndexKey(index, &keys[1], 2, F_INT2EQ, shard);
+    return 2;
+  }
+  InitIndexKey(index, &keys[1], 2, F_TEXTEQ, PointerGetDatum(id.key_text));
+  InitIndexKey(index, &keys[2], 3, F_INT2EQ, shard);
+  return 3;
+}
+
+// An index scan for one id's row under `snapshot`, in the unique index of
+// its key variant.
+struct RowScan {
+  Relation index;
+  IndexScanDesc scan;
+  TupleTableSlot* slot;
+};
+
+RowScan BeginRowScan(const StateTable& table, const LimitId& id, Snapshot snapshot) {
+  RowScan rs{};
+  rs.index = index_open(id.key_text ? table.keyed_index : table.null_key_index, AccessShareLock);
+  ScanKeyData keys[3];
+  int nkeys = FillIndexKeys(rs.index, id, keys);
+  rs.scan = compat::BeginIndexScan(table.rel, rs.index, snapshot, nkeys);
+  index_rescan(rs.scan, keys, nkeys, nullptr, 0);
+  rs.slot = table_slot_create(table.rel, nullptr);
+  return rs;
+}
+
+void EndRowScan(RowScan* rs) {
+  ExecDropSingleTupleTableSlot(rs->slot);
+  index_endscan(rs->scan);
+  index_close(rs->index, NoLock);
+}
+
+// The state from a heap tuple in a slot, with its tid.
+StoredState StoredStateFromSlot(TupleTableSlot* slot, const StateColumns& c) {
+  bool isnull = false;
+  bool prev_is_null = false;
+  Datum value = slot_getattr(slot, c.value, &isnull);
+  Datum ts = slot_getattr(slot, c.ts, &isnull);
+  Datum prev = slot_getattr(slot, c.prev, &prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  ItemPointerCopy(&slot->tts_tid, &out.tid);
+  return out;
+}
+
+enum class LockResult { kLocked, kBusy, kGone };
+
+// Locks the row version at *tid FOR UPDATE, as the executor's LockRows node
+// does: with follow_updates (READ COMMITTED) it follows the update chain to
+// the newest version, waiting for its writer unless skip_locked; under
+// REPEATABLE READ or SERIALIZABLE a concurrent update or delete is a
+// serialization failure. Without follow_updates only that very version is
+// locked (kGone if it is no longer the newest). kBusy: held by another
+// transaction (skip_locked), or changed by the command calling us, which
+// LockRows skips too. On kLocked the slot holds the locked version.
+LockResult LockVersion(Relation rel, ItemPointer tid, Snapshot snapshot, TupleTableSlot* slot,
+                       bool skip_locked, bool follow_updates) {
+  int flags = follow_updates && !IsolationUsesXactSnapshot() ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION : 0;
+  TM_FailureData failure;
+  TM_Result result = table_tuple_lock(rel, tid, snapshot, slot, GetCurrentCommandId(true), LockTupleExclusive,
+                                      skip_locked ? LockWaitSkip : LockWaitBlock, flags, &failure);
+  switch (result) {
+    case TM_Ok:
+      return LockResult::kLocked;
+    case TM_WouldBlock:
+    case TM_SelfModified:
+      return LockResult::kBusy;
+    case TM_Updated:
+    case TM_Deleted:
+      if (follow_updates && IsolationUsesXactSnapshot())
+        ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                        errmsg("could not serialize access due to concurrent update")));
+      return LockResult::kGone;
+    default:
+      break;
+  }
+  elog(ERROR, "ratelimit: unexpected table_tuple_lock status %d", static_cast<int>(result));
+  return LockResult::kGone;
+}
+
+// The executor's state for writing one row of the state table, as the apply
+// worker's create_edata_for_relation makes it: an EState with the table as
+// its one result relation, its indexes opened (ExecOpenIndices) and AFTER
+// triggers collected until the write ends. Everything is allocated in the
+// EState's memory, freed by EndRowWrite.
+struct RowWriter {
+  EState* estate;
+  ResultRelInfo* rri;
+  EPQState epq;
+  MemoryContext outer;
+};
+
+void BeginRowWrite(Relation rel, RowWriter* w) {
+  w->estate = CreateExecutorState();
+  w->outer = MemoryContextSwitchTo(w->estate->es_query_cxt);
+  compat::InitSingleRangeTable(w->estate, rel);
+  w->rri = makeNode(ResultRelInfo);
+  InitResultRelInfo(w->rri, rel, 1, nullptr, 0);
+  w->estate->es_opened_result_relations = lappend(w->estate->es_opened_result_relations, w->rri);
+  w->estate->es_output_cid = GetCurrentCommandId(true);
+  w->estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
+  compat::InitEpqState(&w->epq, w->estate);
+  ExecOpenIndices(w->rri, false);
+  AfterTriggerBeginQuery();
+}
+
+// Fires the AFTER triggers the write queued and frees the executor state
+// (the relation stays open: the caller opened it).
+void EndRowWrite(RowWriter* w) {
+  AfterTriggerEndQuery(w->estate);
+  ExecCloseIndices(w->rri);
+  EvalPlanQualEnd(&w->epq);
+  ExecResetTupleTable(w->estate->es_tupleTable, false);
+  MemoryContextSwitchTo(w->outer);
+  FreeExecutorState(w->estate);
+}
+
+// The new version of a row: every column of the old version as stored (an
+// SQL UPDATE keeps the datums of the columns it does not set, so name, key
+// and shard stay byte-identical and the update can be HOT even when they
+// are stored compressed), with the new state.
+TupleTableSlot* NewVersion(const StateTable& table, TupleTableSlot* old_slot, const RowWrite& row,
+                           EState* estate) {
+  TupleDesc desc = RelationGetDescr(table.rel);
+  TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+  slot_getallattrs(old_slot);
+  for (int i = 0; i < desc->natts; ++i) {
+    slot->tts_values[i] = old_slot->tts_values[i];
+    slot->tts_isnull[i] = old_slot->tts_isnull[i];
+  }
+  auto set = [slot](AttrNumber attnum, Datum value, bool isnull) {
+    slot->tts_values[attnum - 1] = value;
+    slot->tts_isnull[attnum - 1] = isnull;
+  };
+  const StateColumns& c = table.columns;
+  set(c.value, Float8GetDatum(row.next.value), false);
+  set(c.ts, TimestampTzGetDatum(TimestamptzFromUnix(row.next.ts)), false);
+  set(c.prev, Float8GetDatum(row.next.prev), !row.keep_prev);
+  if (c.idle_at != InvalidAttrNumber)
+    set(c.idle_at, TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at)), false);
+  return ExecStoreVirtualTuple(slot);
+}
+
+// ExecSimpleRelationUpdate's steps for the version at `tid`, except that
+// the update succeeds only if that version is still the newest (false when
+// it is not, after waiting for its writer). It mirrors
+// ExecSimpleRelationUpdate, which cannot be called here: its
+// simple_table_tuple_update raises "tuple concurrently updated" where this
+// call must learn of it and decide again under the row lock, as ExecUpdate
+// does through EvalPlanQual. BEFORE ROW UPDATE triggers are not run here:
+// with such triggers the version is locked first (as GetTupleForTrigger
+// would) and ExecSimpleRelationUpdate itself runs them.
+bool UpdateIfNewest(RowWriter* w, ItemPointerData tid, TupleTableSlot* slot) {
+  Relation rel = w->rri->ri_RelationDesc;
+  CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+  if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+    ExecComputeStoredGenerated(w->rri, w->estate, slot, CMD_UPDATE);
+  if (rel->rd_att->constr) ExecConstraints(w->rri, slot, w->estate);
+  if (rel->rd_rel->relispartition) ExecPartitionCheck(w->rri, slot, w->estate, true);
+  TM_FailureData failure;
+  LockTupleMode lockmode;
+  compat::UpdateIndexes update_indexes{};
+  TM_Result result = table_tuple_update(rel, &tid, slot, w->estate->es_output_cid, w->estate->es_snapshot,
+                                        InvalidSnapshot, true, &failure, &lockmode, &update_indexes);
+  if (result == TM_Updated || result == TM_Deleted) return false;
+  if (result == TM_SelfModified)
+    ereport(ERROR, (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+                    errmsg("ratelimit: the state row was already modified by the current command"),
+                    errhint("A trigger on ratelimit_state must not change the row being written.")));
+  if (result != TM_Ok)
+    elog(ERROR, "ratelimit: unexpected table_tuple_update status %d", static_cast<int>(result));
+  List* recheck = NIL;
+  if (w->rri->ri_NumIndices > 0 && compat::NeedsIndexEntries(update_indexes))
+    recheck = compat::InsertIndexEntriesForUpdate(w->rri, slot, w->estate, update_indexes);
+  ExecARUpdateTriggers(w->estate, w->rri, nullptr, nullptr, &tid, nullptr, slot, recheck, nullptr, false);
+  list_free(recheck);
+  return true;
+}
+
+// Whether the write may run code the table's owner added after installing
+// it: a trigger, a CHECK other than the installed shard check, a stored
+// generated column, or an index beyond the two installed ones (its
+// expressions, predicate and operators are functions). Such a write runs in
+// the SQL scope, as the owner with the pinned search_path, as the same
+// write through SQL would; the table as installed runs none, and its
+// writes skip the scope's cost.
+bool WriteRunsOwnerCode(const ResultRelInfo* rri) {
+  const TupleConstr* constr = RelationGetDescr(rri->ri_RelationDesc)->constr;
+  bool only_shard_check =
+      constr == nullptr ||
+      (!constr->has_generated_stored &&
+       (constr->num_check == 0 ||
+        (constr->num_check == 1 && std::strcmp(constr->check[0].ccname, kInstalledShardCheck) == 0)));
+  return rri->ri_TrigDesc != nullptr || rri->ri_NumIndices > 2 || !only_shard_check;
+}
+
+bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {
+  return rri->ri_TrigDesc != nullptr && rri->ri_TrigDesc->trig_update_before_row;
+}
+
+}  // namespace
+
+// Reads a row through its unique index with a fresh MVCC snapshot, after a
+// command counter increment: what an SPI SELECT would see (the latest
+// committed state plus this transaction's own writes; SSI predicate locks
+// are taken by the index and heap access), without starting an executor.
+// With a lock mode it is SELECT ... FOR UPDATE [SKIP LOCKED]: the version
+// found is locked (and followed to the newest one); a row held by another
+// transaction (skip-locked) reads as busy, one that vanished as no row.
+StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode) {
+  CommandCounterIncrement();
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  RowScan rs = BeginRowScan(table, id, snapshot);
+  StoredState out{};
+  out.prev_is_null = true;
+  ItemPointerSetInvalid(&out.tid);
+  if (index_getnext_slot(rs.scan, ForwardScanDirection, rs.slot)) {
+    ItemPointerData tid = rs.slot->tts_tid;
+    LockResult lock = mode == ReadMode::kUnlocked ? LockResult::kLocked
+                                                  : LockVersion(table.rel, &tid, snapshot, rs.slot,
+                                                                mode == ReadMode::kLockSkipLocked, true);
+    if (lock == LockResult::kLocked) out = StoredStateFromSlot(rs.slot, table.columns);
+    out.busy = lock == LockResult::kBusy;
+  }
+  EndRowScan(&rs);
+  UnregisterSnapshot(snapshot);
+  return out;
+}
+
+bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked) {
+  RowWriter w;
+  BeginRowWrite(table.rel, &w);
+  // Left at EndRowWrite, after the AFTER triggers fired; an error on the way
+  // is undone by the (sub)transaction's abort, as for any SQL scope.
+  bool scoped = WriteRunsOwnerCode(w.rri);
+  SqlScope scope{};
+  if (scoped) scope = EnterSqlScope();
+  TupleTableSlot* old_slot = table_slot_create(table.rel, &w.estate->es_tupleTable);
+  ItemPointerData at = tid;
+  bool updated = false;
+  if (!locked && HasBeforeRowUpdateTriggers(w.rri)) {
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    locked = LockVersion(table.rel, &at, snapshot, old_slot, false, false) == LockResult::kLocked;
+    UnregisterSnapshot(snapshot);
+    if (!locked) {
+      EndRowWrite(&w);
+      if (scoped) LeaveSqlScope(scope);
+      return false;
+    }
+  }
+  if (table_tuple_fetch_row_version(table.rel, &at, SnapshotAny, old_slot)) {
+    TupleTableSlot* new_slot = NewVersion(table, old_slot, row, w.estate);
+    if (locked) {
+      ExecSimpleRelationUpdate(w.rri, w.estate, &w.epq, old_slot, new_slot);
+      updated = true;
+    } else {
+      updated = UpdateIfNewest(&w, at, new_slot);
+    }
+  }
+  EndRowWrite(&w);
+  if (scoped) LeaveSqlScope(scope);
+  return updated;
+}
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,264 @@
+// The SQL the extension runs: statement templates, their plans (prepared on
+// first use with SPI_prepare + SPI_keepplan, kept for the backend's life and
+// revalidated by the plan cache), and the scope every statement runs in.
+// Every query is schema-qualified and parameterised; the schema is the one
+// the called function lives in.
+//
+// Which text a plan is prepared from depends on two facts: the schema's
+// name and whether the state table has idle_at (0.1.0 does not: a newer
+// library must work until ALTER EXTENSION UPDATE). They are checked again
+// after any invalidation of the state table or of a schema; the plans'
+// own validity (DDL on the tables) is the plan cache's business.
+#include <cstring>
+
+#include "sql_plans.h"
+#include "state_table.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+// Parameters: $1 name, $2 key, $3 shard, $4..$7 new state (value, ts,
+// prev, idle_at), $8..$10 expected state (value, ts, prev), $11 ctid. In the
+// templates {schema} is the quoted schema, {key_match} the key test,
+// {key_value} the key value and {conflict} the conflict target of the key
+// variant; {idle_*} write idle_at where the installed schema has it. Values
+// are read with casts, so an owner's change of a column's type is converted
+// (or refused by the cast) instead of being misread.
+struct StatementSpec {
+  int nargs;
+  const Oid* argtypes;
+  const char* sql;
+};
+
+const Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,        FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID,
+                              TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIDOID};
+const Oid kDefinitionArgTypes[] = {TEXTOID, JSONBOID};
+const Oid kCleanupArgTypes[] = {TIMESTAMPTZOID};
+
+#define RATELIMIT_STATE_COLUMNS \
+  "value::pg_catalog.float8, ts::pg_catalog.timestamptz, prev::pg_catalog.float8"
+
+const StatementSpec kSpecs[] = {
+    // kRead
+    {3, kStateArgTypes,
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} AND shard = $3"},
+    // kLock
+    {3, kStateArgTypes,
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE"},
+    // kLockSkipLocked
+    {3, kStateArgTypes,
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE SKIP LOCKED"},
+    // kInsert
+    {7, kStateArgTypes,
+     "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
+     " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals}) ON CONFLICT {conflict} DO NOTHING"},
+    // kUpdateIfUnchanged: by ctid (a TID scan, no index descent), if the row
+    // is still what was read. Under EvalPlanQual the value/ts/prev equalities
+    // are rechecked on the newest version, so a concurrent change (or a
+    // delete) makes this update 0 rows.
+    {11, kStateArgTypes,
+     "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
+     " WHERE ctid = $11 AND name = $1 AND shard = $3"
+     " AND value = $8 AND ts = $9 AND prev IS NOT DISTINCT FROM $10"},
+    // kUpdateLocked
+    {7, kStateArgTypes,
+     "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
+     " WHERE name = $1 AND {key_match} AND shard = $3"},
+    // kReadAll
+    {2, kStateArgTypes,
+     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS " FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} ORDER BY shard"},
+    // kLockAll
+    {2, kStateArgTypes,
+     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS " FROM {schema}.ratelimit_state"
+     " WHERE name = $1 AND {key_match} ORDER BY shard FOR UPDATE"},
+    // kRemove
+    {2, kStateArgTypes, "DELETE FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"},
+    // kDefinitionLookup
+    {1, kDefinitionArgTypes, "SELECT config FROM {schema}.ratelimit_definition WHERE name = $1"},
+    // kDefinitionUpsert
+    {2, kDefinitionArgTypes,
+     "INSERT INTO {schema}.ratelimit_definition (name, config) VALUES ($1, $2)"
+     " ON CONFLICT (name) DO UPDATE SET config = EXCLUDED.config"},
+    // kDefinitionDelete
+    {1, kDefinitionArgTypes, "DELETE FROM {schema}.ratelimit_definition WHERE name = $1"},
+    // kCleanup: rows a caller holds are skipped; the ones taken are locked,
+    // so their ctid is stable until the DELETE (which rechecks idle_at anyway).
+    {1, kCleanupArgTypes,
+     "DELETE FROM {schema}.ratelimit_state WHERE ctid = ANY (ARRAY(SELECT ctid FROM {schema}.ratelimit_state"
+     " WHERE idle_at <= $1 FOR UPDATE SKIP LOCKED)) AND idle_at <= $1"},
+};
+static_assert(sizeof kSpecs / sizeof kSpecs[0] == static_cast<int>(Statement::kCount),
+              "one statement per enum value");
+
+#undef RATELIMIT_STATE_COLUMNS
+
+// The facts the plans' text was made from, and the plans: [statement][0]
+// for a given key, [statement][1] for the NULL key.
+struct PlanFacts {
+  Oid namespace_oid;
+  char schema[NAMEDATALEN];
+  Oid state_table;
+  bool has_idle_at;
+};
+PlanFacts prepared{};
+bool facts_checked = false;
+SPIPlanPtr plans[static_cast<int>(Statement::kCount)][2];
+// The role SQL statements run as: the called function's owner (SetSqlRole).
+Oid sql_role = InvalidOid;
+
+void OnRelcacheInvalidation(Datum arg, Oid relid) {
+  (void)arg;
+  if (relid == InvalidOid || relid == prepared.state_table) facts_checked = false;
+}
+
+void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  facts_checked = false;
+}
+
+constexpr const char* kPinnedSearchPath = "pg_catalog, pg_temp";
+
+// Expands a statement template's {placeholders}.
+char* ExpandTemplate(const char* sql, const char* schema, bool null_key, bool has_idle_at) {
+  const char* names[] = {"{schema}",    "{key_match}", "{key_value}", "{conflict}",
+                         "{idle_cols}", "{idle_vals}", "{idle_set}"};
+  const char* values[] = {schema,
+                          null_key ? "key IS NULL" : "key = $2",
+                          null_key ? "NULL" : "$2",
+                          null_key ? "(name, shard) WHERE key IS NULL" : "(name, key, shard)",
+                          has_idle_at ? ", idle_at" : "",
+                          has_idle_at ? ", $7" : "",
+                          has_idle_at ? ", idle_at = $7" : ""};
+  StringInfoData buf;
+  initStringInfo(&buf);
+  while (*sql != '\0') {
+    int found = -1;
+    for (int i = 0; i < 7 && found < 0; ++i)
+      if (std::strncmp(sql, names[i], std::strlen(names[i])) == 0) found = i;
+    if (found < 0) {
+      appendStringInfoChar(&buf, *sql++);
+      continue;
+    }
+    appendStringInfoString(&buf, values[found]);
+    sql += std::strlen(names[found]);
+  }
+  return buf.data;
+}
+
+// Frees every kept plan (before preparing for other facts).
+void FreePlans() {
+  for (auto& variants : plans)
+    for (SPIPlanPtr& plan : variants) {
+      if (plan != nullptr) SPI_freeplan(plan);
+      plan = nullptr;
+    }
+}
+
+// Checks the facts the plans were made from; a change frees them all.
+void CheckPlanFacts() {
+  Oid namespace_oid = StorageNamespace();
+  if (facts_checked && namespace_oid == prepared.namespace_oid) return;
+  PlanFacts now{};
+  now.namespace_oid = namespace_oid;
+  const char* schema = get_namespace_name(namespace_oid);
+  if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", namespace_oid);
+  strlcpy(now.schema, schema, sizeof now.schema);
+  now.state_table = StateTableOid();
+  now.has_idle_at = get_attnum(now.state_table, "idle_at") != InvalidAttrNumber;
+  if (now.namespace_oid != prepared.namespace_oid || std::strcmp(now.schema, prepared.schema) != 0 ||
+      now.state_table != prepared.state_table || now.has_idle_at != prepared.has_idle_at) {
+    FreePlans();
+    prepared = now;
+  }
+  facts_checked = true;
+}
+
+// Prepares one statement (in the SQL scope, so it is parsed as the owner
+// with the pinned search_path) and keeps it for the backend's life.
+SPIPlanPtr KeepPlan(Statement statement, bool null_key) {
+  const StatementSpec& spec = kSpecs[static_cast<int>(statement)];
+  char* sql = ExpandTemplate(spec.sql, quote_identifier(prepared.schema), null_key, prepared.has_idle_at);
+  SqlScope scope = EnterSqlScope();
+  SPIPlanPtr plan = SPI_prepare(sql, spec.nargs, const_cast<Oid*>(spec.argtypes));
+  LeaveSqlScope(scope);
+  if (plan == nullptr) elog(ERROR, "ratelimit: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+  if (SPI_keepplan(plan) != 0) elog(ERROR, "ratelimit: SPI_keepplan failed");
+  pfree(sql);
+  return plan;
+}
+
+}  // namespace
+
+void RegisterSqlPlansInvalidation() {
+  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
+  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
+}
+
+Oid SetSqlRole(Oid role) {
+  Oid previous = sql_role;
+  sql_role = role;
+  return previous;
+}
+
+// The functions are SECURITY INVOKER: their direct table access checks no
+// privileges and resolves no names, and a function-level SET would save and
+// restore the GUC on every call. So each SQL statement is scoped instead.
+// After an error, the (sub)transaction abort restores the user and the GUC,
+// as for fmgr's SECURITY DEFINER wrapper.
+SqlScope EnterSqlScope() {
+  SqlScope scope{};
+  if (!OidIsValid(sql_role)) elog(ERROR, "ratelimit: storage is not prepared");
+  GetUserIdAndSecContext(&scope.user, &scope.sec_context);
+  SetUserIdAndSecContext(sql_role, scope.sec_context | SECURITY_LOCAL_USERID_CHANGE);
+  scope.guc_level = NewGUCNestLevel();
+  (void)set_config_option("search_path", kPinnedSearchPath, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                          0, false);
+  return scope;
+}
+
+void LeaveSqlScope(const SqlScope& scope) {
+  AtEOXact_GUC(true, scope.guc_level);
+  SetUserIdAndSecContext(scope.user, scope.sec_context);
+}
+
+bool HasStatement(Statement statement) {
+  CheckPlanFacts();
+  return statement != Statement::kCleanup || prepared.has_idle_at;
+}
+
+void ExecuteStatement(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
+                      long limit) {
+  CheckPlanFacts();
+  if (!HasStatement(statement)) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
+  int variant = static_cast<int>(statement) < kStateStatementCount && null_key ? 1 : 0;
+  SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
+  if (plan == nullptr) plan = KeepPlan(statement, variant == 1);
+  SqlScope scope = EnterSqlScope();
+  int rc = SPI_execute_plan(plan, values, nulls, false, limit);
+  LeaveSqlScope(scope);
+  if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+}
+
+const char* QuotedSchema() {
+  CheckPlanFacts();
+  return quote_identifier(prepared.schema);
+}
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,58 @@
+// The SQL statements the extension runs, as saved SPI plans, and the scope
+// they run in (the called function's owner, search_path pinned).
+#pragma once
+
+#include "pg_adapter.h"
+
+extern "C" {
+#include "executor/spi.h"
+}
+
+namespace ratelimit_pg {
+
+// Every statement. Those up to kStateStatementCount exist in two variants:
+// for a given key (key = $2) and for the NULL key (key IS NULL).
+enum class Statement {
+  kRead,
+  kLock,
+  kLockSkipLocked,
+  kInsert,
+  kUpdateIfUnchanged,
+  kUpdateLocked,
+  kReadAll,
+  kLockAll,
+  kRemove,
+  kDefinitionLookup,
+  kDefinitionUpsert,
+  kDefinitionDelete,
+  kCleanup,
+  kCount
+};
+constexpr int kStateStatementCount = static_cast<int>(Statement::kDefinitionLookup);
+
+void RegisterSqlPlansInvalidation();
+// Sets the role SQL statements run as (the called function's owner);
+// returns the previous one.
+Oid SetSqlRole(Oid role);
+
+// What a SECURITY DEFINER function with SET search_path would do, for one
+// SQL statement: run it as the function's owner, with search_path pinned.
+struct SqlScope {
+  Oid user;
+  int sec_context;
+  int guc_level;
+};
+SqlScope EnterSqlScope();
+void LeaveSqlScope(const SqlScope& scope);
+
+// Runs a statement (its plan prepared in the SQL scope on first use) in the
+// SQL scope and checks SPI's return code; the results are in SPI_tuptable.
+// null_key chooses the state statements' variant.
+void ExecuteStatement(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
+                      long limit);
+// Whether the installed schema has the statement (cleanup needs idle_at, 0.2.0 on).
+bool HasStatement(Statement statement);
+// The extension's schema, quoted for SQL text.
+const char* QuotedSchema();
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,207 @@
+// State rows through SQL: the statements every call may need (a new key's
+// insert, all shards of a limit, reset, cleanup, the status scan) and the
+// read/lock/update steps when the state table is not as installed (see
+// state_table.cpp), so that rules, row security or a changed column type
+// are applied by PostgreSQL.
+#include "sql_plans.h"
+#include "state_table.h"
+
+extern "C" {
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+bool NullKey(const LimitId& id) { return id.key_text == nullptr; }
+
+// Fills $1..$3 (name, key, shard).
+void FillIdParams(const LimitId& id, int shard, Datum* values, char* nulls) {
+  values[0] = PointerGetDatum(id.name_text);
+  nulls[0] = ' ';
+  values[1] = id.key_text ? PointerGetDatum(id.key_text) : 0;
+  nulls[1] = id.key_text ? ' ' : 'n';
+  values[2] = Int16GetDatum(static_cast<int16>(shard));
+  nulls[2] = ' ';
+}
+
+// Fills value, ts and prev parameters from a state.
+void FillStateParams(const LimitState& state, bool prev_is_null, Datum* values, char* nulls) {
+  values[0] = Float8GetDatum(state.value);
+  values[1] = TimestampTzGetDatum(TimestamptzFromUnix(state.ts));
+  values[2] = prev_is_null ? 0 : Float8GetDatum(state.prev);
+  nulls[0] = nulls[1] = ' ';
+  nulls[2] = prev_is_null ? 'n' : ' ';
+}
+
+// Fills $1..$7: the row's identity and the state to write.
+void FillWriteParams(const LimitId& id, const RowWrite& row, Datum* values, char* nulls) {
+  FillIdParams(id, id.shard, values, nulls);
+  FillStateParams(row.next, !row.keep_prev, values + 3, nulls + 3);
+  values[6] = TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at));
+  nulls[6] = ' ';
+}
+
+// Reads (value, ts, prev[, ctid]) starting at column `first` of SPI result row `row`.
+StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
+  HeapTuple tuple = SPI_tuptable->vals[row];
+  TupleDesc desc = SPI_tuptable->tupdesc;
+  bool isnull = false;
+  bool prev_is_null = false;
+  Datum value = SPI_getbinval(tuple, desc, first, &isnull);
+  Datum ts = SPI_getbinval(tuple, desc, first + 1, &isnull);
+  Datum prev = SPI_getbinval(tuple, desc, first + 2, &prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  if (with_tid)
+    ItemPointerCopy(
+        reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))),
+        &out.tid);
+  return out;
+}
+
+// The one row a read statement returned, or no row.
+StoredState SingleRow() {
+  StoredState out{};
+  out.prev_is_null = true;
+  if (SPI_processed == 1) out = StoredStateFromRow(0, 1, true);
+  SPI_freetuptable(SPI_tuptable);
+  return out;
+}
+
+// Runs one of the single-row reads.
+StoredState RunRead(const LimitId& id, Statement statement) {
+  Datum values[3];
+  char nulls[3];
+  FillIdParams(id, id.shard, values, nulls);
+  ExecuteStatement(statement, NullKey(id), values, nulls, SPI_OK_SELECT, 1);
+  return SingleRow();
+}
+
+}  // namespace
+
+// A row SKIP LOCKED passed over reads as busy: SQL cannot tell it from no
+// row, so a second, unlocked read tells.
+StoredState ReadStateSql(const LimitId& id, ReadMode mode) {
+  if (mode == ReadMode::kUnlocked) return RunRead(id, Statement::kRead);
+  if (mode == ReadMode::kLock) return RunRead(id, Statement::kLock);
+  StoredState out = RunRead(id, Statement::kLockSkipLocked);
+  if (!out.state.exists) out.busy = RunRead(id, Statement::kRead).state.exists;
+  return out;
+}
+
+bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row) {
+  Datum values[11];
+  char nulls[11];
+  FillWriteParams(id, row, values, nulls);
+  FillStateParams(expected.state, expected.prev_is_null, values + 7, nulls + 7);
+  values[10] = PointerGetDatum(&expected.tid);
+  nulls[10] = ' ';
+  ExecuteStatement(Statement::kUpdateIfUnchanged, NullKey(id), values, nulls, SPI_OK_UPDATE, 0);
+  return SPI_processed == 1;
+}
+
+void UpdateLockedSql(const LimitId& id, const RowWrite& row) {
+  Datum values[7];
+  char nulls[7];
+  FillWriteParams(id, row, values, nulls);
+  ExecuteStatement(Statement::kUpdateLocked, NullKey(id), values, nulls, SPI_OK_UPDATE, 0);
+  if (SPI_processed != 1) elog(ERROR, "ratelimit: a locked state row vanished");
+}
+
+bool InsertState(const LimitId& id, const RowWrite& row) {
+  Datum values[7];
+  char nulls[7];
+  FillWriteParams(id, row, values, nulls);
+  ExecuteStatement(Statement::kInsert, NullKey(id), values, nulls, SPI_OK_INSERT, 0);
+  return SPI_processed == 1;
+}
+
+int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out) {
+  for (int i = 0; i < shards; ++i) out[i] = ratelimit::ShardInput{i, LimitState{}};
+  Datum values[3];
+  char nulls[3];
+  FillIdParams(id, 0, values, nulls);
+  ExecuteStatement(lock ? Statement::kLockAll : Statement::kReadAll, NullKey(id), values, nulls,
+                   SPI_OK_SELECT, 0);
+  int found = 0;
+  for (uint64 row = 0; row < SPI_processed; ++row) {
+    bool isnull = false;
+    int shard = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull));
+    if (shard >= shards) continue;  // left over from a config with more shards
+    out[shard].state = StoredStateFromRow(row, 2, false).state;
+    ++found;
+  }
+  SPI_freetuptable(SPI_tuptable);
+  return found;
+}
+
+bool DeleteStates(const LimitId& id) {
+  Datum values[3];
+  char nulls[3];
+  FillIdParams(id, 0, values, nulls);
+  ExecuteStatement(Statement::kRemove, NullKey(id), values, nulls, SPI_OK_DELETE, 0);
+  return SPI_processed > 0;
+}
+
+int64 DeleteIdleStates(Micros now) {
+  Datum values[1] = {TimestampTzGetDatum(TimestamptzFromUnix(now))};
+  char nulls[1] = {' '};
+  ExecuteStatement(Statement::kCleanup, false, values, nulls, SPI_OK_DELETE, 0);
+  return static_cast<int64>(SPI_processed);
+}
+
+// Every state row with its definition's config, in (name, key, shard) order.
+// A cursor fetches a batch at a time, so a big table is never all in memory.
+void ScanStatusRows(StatusRowSink sink, void* context) {
+  const char* schema = QuotedSchema();
+  char* sql = psprintf(
+      "SELECT s.name, s.key, s.shard, s.value::pg_catalog.float8, s.ts::pg_catalog.timestamptz,"
+      " s.prev::pg_catalog.float8, s.idle_at, d.config"
+      " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name"
+      " ORDER BY s.name, s.key NULLS FIRST, s.shard",
+      schema, schema);
+  SqlScope scope = EnterSqlScope();  // the rows are formed in it too: no caller code runs there
+  Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
+  // What one batch detoasts or copies is freed with it.
+  MemoryContext batch =
+      AllocSetContextCreate(CurrentMemoryContext, "ratelimit status batch", ALLOCSET_DEFAULT_SIZES);
+  for (;;) {
+    SPI_cursor_fetch(portal, true, 1000);
+    if (SPI_processed == 0) break;
+    MemoryContext outer = MemoryContextSwitchTo(batch);
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    for (uint64 row = 0; row < SPI_processed; ++row) {
+      HeapTuple tuple = SPI_tuptable->vals[row];
+      StatusRow out{};
+      bool isnull = false;
+      out.id.name_text = DatumGetTextPP(SPI_getbinval(tuple, desc, 1, &isnull));
+      out.id.name = VARDATA_ANY(out.id.name_text);
+      out.id.name_len = VARSIZE_ANY_EXHDR(out.id.name_text);
+      Datum key = SPI_getbinval(tuple, desc, 2, &isnull);
+      if (!isnull) {
+        out.id.key_text = DatumGetTextPP(key);
+        out.id.key = VARDATA_ANY(out.id.key_text);
+        out.id.key_len = VARSIZE_ANY_EXHDR(out.id.key_text);
+      }
+      out.id.shard = DatumGetInt16(SPI_getbinval(tuple, desc, 3, &isnull));
+      out.stored = StoredStateFromRow(row, 4, false);
+      Datum idle_at = SPI_getbinval(tuple, desc, 7, &isnull);
+      out.has_idle_at = !isnull;
+      if (!isnull) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
+      Datum config = SPI_getbinval(tuple, desc, 8, &isnull);
+      out.config = isnull ? nullptr : DatumGetJsonbP(config);
+      sink(out, context);
+    }
+    MemoryContextSwitchTo(outer);
+    MemoryContextReset(batch);
+    SPI_freetuptable(SPI_tuptable);
+  }
+  MemoryContextDelete(batch);
+  SPI_cursor_close(portal);
+  LeaveSqlScope(scope);
+  pfree(sql);
+}
+
+}  // namespace ratelimit_pg

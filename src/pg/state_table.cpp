@@ -1,0 +1,225 @@
+// Where the extension's relations are, and what the state table allows one
+// step of a call: lock, then look. A step opens the table with the lock it
+// needs (taking it processes the invalidations other sessions' DDL queued),
+// then derives from the relcache entry everything that decides how it
+// reads or writes: the columns and their types, the unique indexes it
+// probes, rules, row security and the kind of relation.
+//
+// Only relation oids are remembered across calls, as hints: a name's oid is
+// checked again after the lock whenever an invalidation of that relation
+// arrived (as RangeVarGetRelidExtended does), and the probe indexes' shape
+// is checked again after any invalidation of the table or the indexes.
+#include <cstring>
+
+#include "state_table.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/genam.h"
+#include "access/table.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opfamily.h"
+#include "catalog/pg_type.h"
+#include "nodes/primnodes.h"
+#include "storage/lmgr.h"
+#include "storage/sinval.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+constexpr const char* kStateTableName = "ratelimit_state";
+constexpr const char* kDefinitionTableName = "ratelimit_definition";
+constexpr const char* kKeyedIndexName = "ratelimit_state_name_key_shard";
+constexpr const char* kNullKeyIndexName = "ratelimit_state_global";
+
+Oid storage_namespace = InvalidOid;
+// Hints, cleared by an invalidation of the relation (or of the schema).
+Oid state_table = InvalidOid;
+Oid definition_table = InvalidOid;
+
+// The probe indexes found and checked after a lock on state_table; valid
+// until an invalidation of the table or either index arrives.
+struct ProbeIndexes {
+  bool checked;
+  Oid keyed;
+  Oid null_key;
+};
+ProbeIndexes probe_indexes;
+
+void OnRelcacheInvalidation(Datum arg, Oid relid) {
+  (void)arg;
+  bool all = relid == InvalidOid;
+  if (all || relid == state_table || relid == probe_indexes.keyed || relid == probe_indexes.null_key)
+    probe_indexes.checked = false;
+  if (all || relid == state_table) state_table = InvalidOid;
+  if (all || relid == definition_table) definition_table = InvalidOid;
+}
+
+void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  state_table = definition_table = InvalidOid;
+  probe_indexes.checked = false;
+}
+
+Oid RequireRelation(const char* name) {
+  if (!OidIsValid(storage_namespace)) elog(ERROR, "ratelimit: storage is not prepared");
+  Oid relid = get_relname_relid(name, storage_namespace);
+  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: relation %s not found; reinstall the extension", name);
+  return relid;
+}
+
+// The attribute numbers of the state table's columns, from its descriptor.
+StateColumns FindColumns(Relation rel) {
+  StateColumns c{};
+  struct {
+    const char* name;
+    AttrNumber* attnum;
+  } wanted[] = {{"name", &c.name}, {"key", &c.key},   {"shard", &c.shard},    {"value", &c.value},
+                {"ts", &c.ts},     {"prev", &c.prev}, {"idle_at", &c.idle_at}};
+  TupleDesc desc = RelationGetDescr(rel);
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    if (att->attisdropped) continue;
+    for (auto& column : wanted)
+      if (std::strcmp(NameStr(att->attname), column.name) == 0) *column.attnum = att->attnum;
+  }
+  return c;
+}
+
+bool HasType(Relation rel, AttrNumber attnum, Oid type) {
+  return attnum != InvalidAttrNumber && TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid == type;
+}
+
+// Whether every column has the type the extension created it with, so
+// datums can be read and written as such (an owner's ALTER COLUMN ... TYPE
+// sends everything through SQL, which converts).
+bool ColumnTypesAsInstalled(Relation rel, const StateColumns& c) {
+  return HasType(rel, c.name, TEXTOID) && HasType(rel, c.key, TEXTOID) && HasType(rel, c.shard, INT2OID) &&
+         HasType(rel, c.value, FLOAT8OID) && HasType(rel, c.ts, TIMESTAMPTZOID) &&
+         HasType(rel, c.prev, FLOAT8OID) &&
+         (c.idle_at == InvalidAttrNumber || HasType(rel, c.idle_at, TIMESTAMPTZOID));
+}
+
+// Whether an index's predicate is exactly "key IS NULL".
+bool PredicateIsNullKey(Relation index, AttrNumber key) {
+  List* predicate = RelationGetIndexPredicate(index);
+  if (list_length(predicate) != 1 || !IsA(linitial(predicate), NullTest)) return false;
+  auto* test = static_cast<NullTest*>(linitial(predicate));
+  return test->nulltesttype == IS_NULL && IsA(test->arg, Var) &&
+         reinterpret_cast<Var*>(test->arg)->varattno == key;
+}
+
+// Whether `index` is a valid unique btree index of `rel` on exactly
+// `columns` (text columns with the default text opfamily, the shard with
+// the integer one), without expressions, with the predicate "key IS NULL"
+// when null_key, else none: what the row probe's scan keys assume.
+bool IndexAsInstalled(Relation rel, Relation index, const AttrNumber* columns, int ncolumns,
+                      const StateColumns& c, bool null_key) {
+  Form_pg_index form = index->rd_index;
+  if (form->indrelid != RelationGetRelid(rel) || !form->indisunique || !form->indisvalid ||
+      !form->indisready || !form->indislive || index->rd_rel->relam != BTREE_AM_OID ||
+      form->indnatts != ncolumns || form->indnkeyatts != ncolumns ||
+      !heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr))
+    return false;
+  for (int i = 0; i < ncolumns; ++i) {
+    Oid family = columns[i] == c.shard ? INTEGER_BTREE_FAM_OID : TEXT_BTREE_FAM_OID;
+    if (form->indkey.values[i] != columns[i] || index->rd_opfamily[i] != family) return false;
+  }
+  if (null_key) return PredicateIsNullKey(index, c.key);
+  return heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
+}
+
+// The oid of the index called `name` if it is one of `rel`'s and as
+// installed; InvalidOid otherwise.
+Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
+  Oid relid = get_relname_relid(name, storage_namespace);
+  if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_INDEX) return InvalidOid;
+  Relation index = index_open(relid, AccessShareLock);
+  AttrNumber keyed[] = {c.name, c.key, c.shard};
+  AttrNumber global[] = {c.name, c.shard};
+  bool ok = null_key ? IndexAsInstalled(rel, index, global, 2, c, true)
+                     : IndexAsInstalled(rel, index, keyed, 3, c, false);
+  index_close(index, NoLock);
+  return ok ? relid : InvalidOid;
+}
+
+// The probe indexes of the (locked) table: remembered from an earlier step
+// unless an invalidation of the table or the indexes arrived since.
+ProbeIndexes FindProbeIndexes(Relation rel, const StateColumns& c) {
+  if (probe_indexes.checked) return probe_indexes;
+  uint64 invalidations = SharedInvalidMessageCounter;
+  ProbeIndexes found{true, CheckedIndex(rel, kKeyedIndexName, c, false),
+                     CheckedIndex(rel, kNullKeyIndexName, c, true)};
+  // Opening the second index may have processed an invalidation of the
+  // first: remember the result only if no invalidation arrived meanwhile.
+  if (invalidations == SharedInvalidMessageCounter) probe_indexes = found;
+  return found;
+}
+
+// Locks the state table, retrying if the name came to mean another
+// relation before the lock was granted (a DROP and CREATE EXTENSION).
+Oid LockStateTable(LOCKMODE mode) {
+  for (;;) {
+    Oid relid = StateTableOid();
+    LockRelationOid(relid, mode);
+    if (state_table == relid || StateTableOid() == relid) return relid;
+    UnlockRelationOid(relid, mode);
+  }
+}
+
+}  // namespace
+
+void RegisterStateTableInvalidation() {
+  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
+  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
+}
+
+void SetStorageNamespace(Oid extension_namespace) {
+  if (extension_namespace == storage_namespace) return;
+  storage_namespace = extension_namespace;
+  state_table = definition_table = InvalidOid;
+  probe_indexes.checked = false;
+}
+
+Oid StorageNamespace() { return storage_namespace; }
+
+Oid StateTableOid() {
+  if (!OidIsValid(state_table)) state_table = RequireRelation(kStateTableName);
+  return state_table;
+}
+
+Oid DefinitionTableOid() {
+  if (!OidIsValid(definition_table)) definition_table = RequireRelation(kDefinitionTableName);
+  return definition_table;
+}
+
+StateTable OpenStateTable(LOCKMODE mode) {
+  StateTable table{};
+  table.rel = table_open(LockStateTable(mode), NoLock);
+  table.columns = FindColumns(table.rel);
+  if (ColumnTypesAsInstalled(table.rel, table.columns)) {
+    ProbeIndexes indexes = FindProbeIndexes(table.rel, table.columns);
+    table.keyed_index = indexes.keyed;
+    table.null_key_index = indexes.null_key;
+  }
+  Form_pg_class form = table.rel->rd_rel;
+  table.direct_read = OidIsValid(table.keyed_index) && OidIsValid(table.null_key_index);
+  table.direct_write = table.direct_read && form->relkind == RELKIND_RELATION &&
+                       table.rel->rd_rules == nullptr && !form->relrowsecurity;
+  return table;
+}
+
+void CloseStateTable(StateTable* table) {
+  table_close(table->rel, NoLock);
+  table->rel = nullptr;
+}
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,79 @@
+// The state table as one step of a call sees it, and the ways a step reads
+// or writes it: directly (row_access.cpp) or through SQL (state_sql.cpp).
+// Internal to the storage files; consume.cpp uses pg_adapter.h's API.
+#pragma once
+
+#include "pg_adapter.h"
+
+extern "C" {
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
+}
+
+namespace ratelimit_pg {
+
+// The columns of ratelimit_state, by attribute number (InvalidAttrNumber:
+// absent; idle_at is absent before 0.2.0).
+struct StateColumns {
+  AttrNumber name;
+  AttrNumber key;
+  AttrNumber shard;
+  AttrNumber value;
+  AttrNumber ts;
+  AttrNumber prev;
+  AttrNumber idle_at;
+};
+
+// What one step of a call may do with the table, derived from the relcache
+// entry after the step has taken its lock on the table (lock, then look):
+// DDL's invalidations are processed when that lock is taken, so nothing
+// here rests on a fact read before it.
+struct StateTable {
+  Relation rel;  // open, locked in the step's mode until the transaction ends
+  StateColumns columns;
+  // The unique indexes the row probe uses: (name, key, shard) and
+  // (name, shard) WHERE key IS NULL; InvalidOid if not usable as installed.
+  Oid keyed_index;
+  Oid null_key_index;
+  // Rows can be found and read without SQL: the columns have the installed
+  // types and both unique indexes are as installed.
+  bool direct_read;
+  // Rows can be written without SQL: also an ordinary table without rules
+  // or row security. Triggers, constraints, other indexes and replica
+  // identity are honoured by PostgreSQL's executor pieces either way.
+  bool direct_write;
+};
+
+// storage.cpp: a stored state from the datums of value, ts and prev.
+StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null);
+
+// state_table.cpp: finds the extension's relations in its schema.
+void RegisterStateTableInvalidation();
+// The schema the called function lives in; set by each call before it
+// touches storage (ConnectStorage).
+void SetStorageNamespace(Oid extension_namespace);
+Oid StorageNamespace();
+// The state table's oid, looked up by name in the extension's schema
+// (raises if it is missing); no lock is taken.
+Oid StateTableOid();
+// ratelimit_definition's oid, likewise.
+Oid DefinitionTableOid();
+// Opens and locks the state table in `mode`, then looks at it.
+StateTable OpenStateTable(LOCKMODE mode);
+// Ends a step: the relation is closed, its lock kept until the transaction ends.
+void CloseStateTable(StateTable* table);
+
+// row_access.cpp: rows read, locked and written without SQL, through the
+// index and table access methods and the executor's per-row pieces.
+StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode);
+// Updates the row version at *tid, keeping its other columns. locked: this
+// transaction holds the row lock (else the update succeeds only if that
+// version is still the newest; false when it is not).
+bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked);
+
+// state_sql.cpp: the same steps through the extension's saved SQL plans.
+StoredState ReadStateSql(const LimitId& id, ReadMode mode);
+bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row);
+void UpdateLockedSql(const LimitId& id, const RowWrite& row);
+
+}  // namespace ratelimit_pg
