@@ -2,7 +2,8 @@
 # Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
 # libpqxx client contention tests, the C++ client's API tests, the example
 # HTTP service's end-to-end test and the fault tests (which crash and restart
-# the server) against a throwaway cluster, then the unit and client tests
+# the server) against a throwaway cluster, every SQL function under
+# valgrind's memcheck (its own cluster), then the unit and client tests
 # again built with ASan+UBSan. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,10 @@ if [ $rc -ne 0 ]; then
   for diffs in regression.diffs output_iso/regression.diffs; do [ -f "$diffs" ] && cat "$diffs"; done
 fi
 record $rc "make installcheck"
+
+echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
+rc=0; scripts/memcheck.sh || rc=$?
+record $rc "memcheck"
 
 echo "== libpqxx client contention tests (build/client_tests)"
 rc=0; build/client_tests || rc=$?

@@ -113,3 +113,13 @@ ALTER TABLE ratelimit_state DROP COLUMN mc_note;
 ALTER TABLE ratelimit_state DROP CONSTRAINT mc_check;
 DROP TABLE mc_log;
 DROP FUNCTION mc_log_write();
+
+-- An owner's column type change: every call through SQL.
+ALTER TABLE ratelimit_state ALTER COLUMN value TYPE numeric;
+SELECT ok FROM ratelimit_limit('mc_tb', 'k', :tb);
+SELECT ok FROM ratelimit_limit('mc_sh', NULL, :sh, 2);
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_tb', 'key', 'k', 'config', :tb::jsonb),
+  jsonb_build_object('name', 'mc_sh', 'config', :sh::jsonb)));
+SELECT count(*) FROM ratelimit_status;
+ALTER TABLE ratelimit_state ALTER COLUMN value TYPE double precision;
