@@ -115,6 +115,9 @@ EXCEPTION WHEN SQLSTATE 'PT429' THEN
   RAISE NOTICE 'name=% key=% retry_after=% retry_at=% remaining=%', detail->>'name', detail->>'key',
     detail->'retry_after', detail->>'retry_at', detail->'remaining';
 END $$;
+-- A name containing " or \ is escaped in the message, as in the headers.
+SELECT ok FROM ratelimit_limit('e-"quoted" \ name', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000}');
+SELECT * FROM ratelimit_limit('e-"quoted" \ name', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000}', throws => true);
 -- A NULL key appears as JSON null.
 SELECT ok FROM ratelimit_limit('e-throw', NULL, '{"kind": "fixed window", "rate": 1, "period": 1000, "start": 0}');
 SELECT ok FROM ratelimit_limit('e-throw', NULL, '{"kind": "fixed window", "rate": 1, "period": 1000, "start": 0}', throws => true);
