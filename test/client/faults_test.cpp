@@ -258,8 +258,8 @@ class FaultsTest : public ::testing::Test {
 
 // 1. A backend killed (pg_terminate_backend from another connection) in the
 // middle of a transaction that consumed tokens: on four limits, through each
-// write path (UPDATE of an existing row, INSERT of a new one, materializing
-// a sharded limit's rows, a sliding window's row), once while the victim is
+// write path (UPDATE of an existing row, INSERT of a new one, creating the
+// rows of the two shards a sharded grant takes from, a sliding window's row), once while the victim is
 // idle in its transaction and once while it runs a statement (pg_sleep).
 //
 // Its consumption is gone: every state row of the test is bit for bit what it
@@ -292,9 +292,9 @@ TEST_P(TerminateTest, KilledTransactionsConsumptionIsGone) {
   auto victim_tx = std::make_unique<pqxx::work>(*victim);
   EXPECT_TRUE(Limit(*victim_tx, bucket, "victim", bucket_config, 5).ok);    // UPDATE of an existing row
   EXPECT_TRUE(Limit(*victim_tx, window, "victim", window_config, 6).ok);    // INSERT of a new row
-  EXPECT_TRUE(Limit(*victim_tx, sharded, nullptr, sharded_config, 7).ok);   // materializes 4 shards
+  EXPECT_TRUE(Limit(*victim_tx, sharded, nullptr, sharded_config, 15).ok);  // creates 2 shard rows (10 each)
   EXPECT_TRUE(Limit(*victim_tx, sliding, "victim", sliding_config, 8).ok);  // a sliding window
-  EXPECT_EQ(StateRows(*victim_tx, prefix).size(), 3u + 1 + 4 + 1) << "the victim's own view";
+  EXPECT_EQ(StateRows(*victim_tx, prefix).size(), 3u + 1 + 2 + 1) << "the victim's own view";
 
   auto bystander = Connect(g_db);
   pqxx::work bystander_tx(*bystander);
