@@ -44,6 +44,18 @@ SELECT count(*) = (SELECT count(*) FROM dp_seen WHERE key = 'sh') AS shards_via_
 FROM ratelimit_state WHERE name = 'dp' AND key = 'sh';
 RESET enable_seqscan;
 
+-- Long names and keys (stored compressed) stay HOT like an SQL UPDATE: the
+-- new version keeps the stored datums of name, key and shard.
+BEGIN;
+SELECT ok FROM ratelimit_limit(repeat('n', 1024), repeat('k', 1024), :cfg);
+SELECT ok FROM ratelimit_limit(repeat('n', 1024), repeat('k', 1024), :cfg);
+SELECT ok FROM ratelimit_limit(repeat('n', 1024), repeat('k', 1024), :cfg);
+SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'ratelimit_state'::regclass;
+SELECT pg_column_compression(name) AS name_stored, pg_column_compression(key) AS key_stored
+FROM ratelimit_state WHERE name = repeat('n', 1024);
+COMMIT;
+SELECT ratelimit_reset(repeat('n', 1024), repeat('k', 1024));
+
 -- An added column (NOT NULL, with a default) keeps its value.
 ALTER TABLE ratelimit_state ADD COLUMN note text NOT NULL DEFAULT 'kept';
 SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
