@@ -28,6 +28,10 @@ start_cluster
 # through scripts/cluster-ctl.sh.
 export CLUSTER_DIR PG_BINDIR
 
+echo "== PGXN metadata (scripts/check-meta.sh)"
+rc=0; scripts/check-meta.sh || rc=$?
+record $rc "PGXN metadata"
+
 echo "== pg_regress and isolation specs (make installcheck)"
 rc=0; make -s installcheck || rc=$?
 if [ $rc -ne 0 ]; then

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Checks the PGXN metadata (META.json) against the extension itself: valid
+# JSON in PGXN's meta-spec 1.0.0 shape, its version and the provided
+# extension's version equal to ratelimit.control's default_version, the
+# license, and the provided file present.
+# Parses the JSON with the running throwaway cluster's jsonb (PGHOST etc. set,
+# as scripts/test.sh does), so it needs no JSON tool on the machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+control_version=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit.control)
+fields=$("$PG_BINDIR/psql" -X -At -v meta="$(cat META.json)" <<'SQL'
+SELECT concat_ws('|', m->>'name', m->>'version', m->'provides'->'ratelimit'->>'version',
+                 m->'meta-spec'->>'version', m->>'license', m->>'abstract' IS NOT NULL,
+                 m->'provides'->'ratelimit'->>'file')
+FROM (SELECT :'meta'::jsonb AS m) s;
+SQL
+)
+IFS='|' read -r name version provided spec license has_abstract file <<<"$fields"
+fail=0
+check() { if [ "$2" != "$3" ]; then echo "META.json: $1 is '$2', expected '$3'" >&2; fail=1; fi; }
+check name "$name" ratelimit
+check version "$version" "$control_version"
+check "provides.ratelimit.version" "$provided" "$control_version"
+check "meta-spec.version" "$spec" 1.0.0
+check license "$license" postgresql
+check abstract "$has_abstract" t
+[ -f "$file" ] || { echo "META.json: provides.ratelimit.file $file does not exist" >&2; fail=1; }
+[ $fail -eq 0 ] && echo "META.json: ratelimit $version, meta-spec $spec, license $license"
+exit $fail
