@@ -51,6 +51,10 @@ echo "== C++ client API tests (build/client_api_tests)"
 rc=0; build/client_api_tests || rc=$?
 record $rc "C++ client API tests"
 
+echo "== behind pgbouncer, pool_mode = transaction (scripts/pgbouncer-test.sh)"
+rc=0; scripts/pgbouncer-test.sh || rc=$?
+record $rc "behind pgbouncer"
+
 echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
 rc=0; examples/http-api/run-e2e.sh || rc=$?
 record $rc "example HTTP service end-to-end"

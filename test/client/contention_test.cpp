@@ -214,7 +214,8 @@ void HotKeyTransaction(Worker& w, const std::string& name, const std::string& ke
                        double rollback_share) {
   Transaction tx(*w.conn);
   ++w.stats.transactions;
-  pqxx::row row = tx.exec_prepared1("timed_limit", name, key, config);
+  static const std::string sql = TimedLimitSql();
+  pqxx::row row = tx.exec_params1(sql, name, key, config);
   bool ok = row[0].as<bool>();
   Grant grant{row[1].as<Micros>(), row[2].as<Micros>()};
   w.stats.first_call = std::min(w.stats.first_call, grant.t0);
@@ -235,7 +236,10 @@ void HotKeyTransaction(Worker& w, const std::string& name, const std::string& ke
   w.stats.grants.push_back(grant);
 }
 
-void PrepareTimedLimit(pqxx::connection& conn) { conn.prepare("timed_limit", TimedLimitSql()); }
+// The hot-key workers run TimedLimitSql() as an unnamed statement (no
+// session-level prepared statement), so they also run through a pooler in
+// transaction mode (scripts/pgbouncer-test.sh).
+void PrepareTimedLimit(pqxx::connection& conn) { (void)conn; }
 
 std::string TokenBucketConfig(double rate, Micros period_ms, double capacity) {
   char buf[160];

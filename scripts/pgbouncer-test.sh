@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs the extension's pooler tests through a real pgbouncer in transaction
+# pooling mode, in front of the throwaway cluster scripts/test.sh started
+# (CLUSTER_DIR, PGHOST and PGPORT set; the extension installed):
+#
+#   - test/pgbouncer/sql/pooled.sql with pg_regress: SET LOCAL of the
+#     extension's settings, throws => true aborting the caller's transaction,
+#     named limits redefined while other server connections cached them;
+#   - build/client_api_tests (the C++ client's API tests);
+#   - the hot-key contention tests with their exact bounds (build/client_tests).
+#
+# pgbouncer (Debian package pgbouncer) runs as the cluster's OS user on a
+# unix socket in $CLUSTER_DIR/pgbouncer, with fewer server connections (8)
+# than the contention tests' clients, so transactions of different clients
+# share server connections. It is stopped by PID on exit, on failure too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+: "${CLUSTER_DIR:?pgbouncer-test.sh: CLUSTER_DIR is not set (run it from scripts/test.sh)}"
+
+PGBOUNCER=/usr/sbin/pgbouncer
+BOUNCER_DIR=$CLUSTER_DIR/pgbouncer
+BOUNCER_PORT=6432
+mkdir -p "$BOUNCER_DIR"
+echo '"postgres" ""' >"$BOUNCER_DIR/userlist.txt"
+cat >"$BOUNCER_DIR/pgbouncer.ini" <<INI
+[databases]
+* = host=$CLUSTER_DIR port=${PGPORT:-5432}
+
+[pgbouncer]
+listen_addr =
+listen_port = $BOUNCER_PORT
+unix_socket_dir = $BOUNCER_DIR
+auth_type = trust
+auth_file = $BOUNCER_DIR/userlist.txt
+pool_mode = transaction
+admin_users = postgres
+default_pool_size = 8
+max_client_conn = 200
+logfile = $BOUNCER_DIR/pgbouncer.log
+pidfile = $BOUNCER_DIR/pgbouncer.pid
+ignore_startup_parameters = extra_float_digits, options
+INI
+[ "$(id -u)" -eq 0 ] && chown -R postgres: "$BOUNCER_DIR"
+
+stop_pgbouncer() {
+  local pid
+  pid=$(cat "$BOUNCER_DIR/pgbouncer.pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+}
+trap stop_pgbouncer EXIT
+as_cluster_user "$PGBOUNCER" -d "$BOUNCER_DIR/pgbouncer.ini"
+for _ in $(seq 50); do "$PG_BINDIR/pg_isready" -q -h "$BOUNCER_DIR" -p $BOUNCER_PORT && break; sleep 0.1; done
+export PGHOST=$BOUNCER_DIR PGPORT=$BOUNCER_PORT
+mode=$("$PG_BINDIR/psql" -X -At -d pgbouncer -c "SHOW CONFIG" | awk -F'|' '$1 == "pool_mode" { print $2 }')
+[ "$mode" = transaction ] || { echo "pgbouncer is not in transaction mode ($mode)" >&2; exit 1; }
+echo "-- pgbouncer $("$PGBOUNCER" --version | head -1), pool_mode = $mode, on $BOUNCER_DIR:$BOUNCER_PORT"
+
+failed=0
+"$PG_BINDIR/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pooled" -c "CREATE DATABASE pooled"
+"$PG_BINDIR/psql" -X -q -d pooled -c "CREATE EXTENSION ratelimit"
+PG_REGRESS=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
+if ! "$PG_REGRESS" --use-existing --dbname=pooled --bindir="$PG_BINDIR" --host="$BOUNCER_DIR" \
+     --port=$BOUNCER_PORT --inputdir=test/pgbouncer --outputdir="$BOUNCER_DIR/regress" pooled; then
+  cat "$BOUNCER_DIR/regress/regression.diffs" 2>/dev/null || true
+  failed=1
+fi
+echo "-- the C++ client's API tests through pgbouncer"
+PGDATABASE=pooled build/client_api_tests --gtest_brief=1 || failed=1
+echo "-- hot-key contention tests (exact bounds) through pgbouncer"
+PGDATABASE=pooled build/client_tests --gtest_brief=1 \
+  --gtest_filter='ContentionTest.HotKeyTokenBucket:ContentionTest.HotKeyFixedWindow:ContentionTest.HotKeySharded' || failed=1
+exit $failed
