@@ -87,6 +87,10 @@ if [ $rc -eq 0 ]; then
   record $rc "client contention tests under ASan+UBSan"
 fi
 
+echo "== Debian package: dpkg-buildpackage, dpkg -i, installcheck against the installed files (scripts/package-test.sh)"
+rc=0; scripts/package-test.sh || rc=$?
+record $rc "Debian package"
+
 rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"
 
