@@ -90,6 +90,42 @@ SELECT ok FROM ratelimit_refund('dp', 'a', 1, :cfg);
 SELECT op, key, value FROM dp_log;
 DROP TRIGGER dp_log ON ratelimit_state;
 
+-- Column and statement triggers fire as for an SQL UPDATE: UPDATE OF a
+-- column the write sets (BEFORE and AFTER), and a statement-level trigger
+-- with a transition table (such a table is written through SQL).
+CREATE FUNCTION dp_log_column() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.dp_log VALUES (TG_WHEN || ' ' || TG_OP || ' OF value', NEW.key, NEW.value);
+  RETURN NEW;
+END $$;
+CREATE FUNCTION dp_log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.dp_log SELECT 'STATEMENT ' || TG_OP, key, value FROM dp_new WHERE name = 'dp';
+  RETURN NULL;
+END $$;
+CREATE TRIGGER dp_before_value BEFORE UPDATE OF value ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION dp_log_column();
+CREATE TRIGGER dp_after_value AFTER UPDATE OF value ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION dp_log_column();
+TRUNCATE dp_log;
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT op, key, value FROM dp_log ORDER BY op;
+CREATE TRIGGER dp_statement AFTER UPDATE ON ratelimit_state REFERENCING NEW TABLE AS dp_new
+  FOR EACH STATEMENT EXECUTE FUNCTION dp_log_statement();
+TRUNCATE dp_log;
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+SELECT op, key, value FROM dp_log ORDER BY op;
+DROP TRIGGER dp_statement ON ratelimit_state;
+DROP TRIGGER dp_before_value ON ratelimit_state;
+DROP TRIGGER dp_after_value ON ratelimit_state;
+-- A BEFORE trigger that skips the write (returns NULL): the decision
+-- cannot be stored, so the call fails (27000) instead of answering.
+CREATE FUNCTION dp_skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER dp_skip BEFORE UPDATE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION dp_skip();
+SELECT pg_temp.try($$ SELECT ratelimit_limit('dp', 'a', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}', 1) $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "dp", "key": "a", "config": {"kind": "token bucket", "rate": 100, "period": "1 minute"}}]') $$);
+DROP TRIGGER dp_skip ON ratelimit_state;
+DROP FUNCTION dp_skip();
+SELECT value FROM ratelimit_value('dp', 'a', :cfg);
+
 -- An added index is maintained (probed below with sequential scans off).
 CREATE INDEX dp_by_value ON ratelimit_state (value) WHERE name = 'dp';
 SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
@@ -136,5 +172,7 @@ SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
 SELECT value FROM ratelimit_value('dp', 'a', :cfg);
 DROP TABLE dp_log;
 DROP FUNCTION dp_log_write();
+DROP FUNCTION dp_log_column();
+DROP FUNCTION dp_log_statement();
 SELECT ratelimit_reset('dp', 'a'), ratelimit_reset('dp', 'sh');
 RESET ratelimit.now;

@@ -85,8 +85,8 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
--- The SQL the functions run (here the update of a table with a trigger,
--- which goes through SQL) runs as the function's owner with the pinned
+-- The SQL the functions run, and the owner's code a direct write runs (here
+-- a trigger) run as the function's owner with the pinned
 -- search_path; afterwards, and after an error inside it, the caller's role
 -- and search_path are back.
 CREATE TABLE sql_scope_log (is_owner boolean, search_path text);
@@ -112,6 +112,29 @@ RESET search_path;
 RESET ROLE;
 SELECT is_owner, search_path, count(*) FROM sql_scope_log GROUP BY 1, 2 ORDER BY 1, 2;
 DROP TRIGGER sql_scope_probe ON ratelimit_state;
+-- The same for a CHECK constraint that replaced the installed shard check
+-- under its name: its function runs as the owner, not the caller.
+TRUNCATE sql_scope_log;
+CREATE FUNCTION sql_scope_check(shard smallint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.sql_scope_log
+  SELECT current_user = p.proowner::regrole::name, current_setting('search_path')
+  FROM pg_catalog.pg_proc p WHERE p.oid = 'public.ratelimit_limit(text, text, jsonb, float8, boolean, boolean)'::regprocedure;
+  RETURN shard >= 0;
+END $$;
+ALTER TABLE ratelimit_state DROP CONSTRAINT ratelimit_state_shard_check;
+ALTER TABLE ratelimit_state ADD CONSTRAINT ratelimit_state_shard_check CHECK (public.sql_scope_check(shard));
+TRUNCATE sql_scope_log;  -- the rows ADD CONSTRAINT checked
+SET ROLE ratelimit_app;
+SET search_path = public;
+SELECT ok FROM ratelimit_limit('priv', 'u-check');  -- inserts the row (SQL)
+SELECT ok FROM ratelimit_limit('priv', 'u-check');  -- updates it (directly)
+RESET search_path;
+RESET ROLE;
+SELECT is_owner, search_path, count(*) FROM sql_scope_log GROUP BY 1, 2 ORDER BY 1, 2;
+ALTER TABLE ratelimit_state DROP CONSTRAINT ratelimit_state_shard_check;
+ALTER TABLE ratelimit_state ADD CONSTRAINT ratelimit_state_shard_check CHECK (shard >= 0);
+DROP FUNCTION sql_scope_check(smallint);
 DROP FUNCTION sql_scope_probe();
 DROP TABLE sql_scope_log;
 

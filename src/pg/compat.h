@@ -10,6 +10,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/tableam.h"
 #include "executor/executor.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 #if PG_VERSION_NUM >= 150000
@@ -67,9 +68,10 @@ inline void InitEpqState(EPQState* epq, EState* estate) {
 }
 
 // The range table of an EState that writes one relation (as the apply
-// worker's create_edata_for_relation builds it): 16 added permission infos,
-// 18 the set of unpruned relations.
-inline void InitSingleRangeTable(EState* estate, Relation rel) {
+// worker's create_edata_for_relation builds it), with the columns the write
+// sets (offset by FirstLowInvalidHeapAttributeNumber): 16 moved them from
+// the entry to its permission info, 18 added the set of unpruned relations.
+inline void InitSingleRangeTable(EState* estate, Relation rel, Bitmapset* updated_cols) {
   RangeTblEntry* rte = makeNode(RangeTblEntry);
   rte->rtekind = RTE_RELATION;
   rte->relid = RelationGetRelid(rel);
@@ -77,7 +79,10 @@ inline void InitSingleRangeTable(EState* estate, Relation rel) {
   rte->rellockmode = RowExclusiveLock;
 #if PG_VERSION_NUM >= 160000
   List* perminfos = NIL;
-  addRTEPermissionInfo(&perminfos, rte);
+  RTEPermissionInfo* perminfo = addRTEPermissionInfo(&perminfos, rte);
+  perminfo->updatedCols = updated_cols;
+#else
+  rte->updatedCols = updated_cols;
 #endif
 #if PG_VERSION_NUM >= 180000
   ExecInitRangeTable(estate, list_make1(rte), perminfos, bms_make_singleton(1));
@@ -85,6 +90,19 @@ inline void InitSingleRangeTable(EState* estate, Relation rel) {
   ExecInitRangeTable(estate, list_make1(rte), perminfos);
 #else
   ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
+
+// Walks an expression tree (16 made expression_tree_walker a macro that
+// casts the walker to its callback type; 15 takes bool (*)()).
+using ExpressionWalker = bool (*)(Node*, void*);
+inline bool WalkExpression(Node* node, ExpressionWalker walker, void* context) {
+#if PG_VERSION_NUM >= 160000
+  return expression_tree_walker(node, walker, context);
+#else
+  // (Through void (*)(), the generic function pointer type.)
+  return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(walker)),
+                                context);
 #endif
 }
 

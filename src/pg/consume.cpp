@@ -117,7 +117,8 @@ RowWrite InitialRow(const LimitConfig& config, Micros origin) {
 // tid receives where the locked version is.
 bool LockShard(const LimitCall& call, int shard, bool wait, ShardInput* out, ItemPointerData* tid) {
   StoredState stored;
-  bool locked = LockOrCreateRow(ShardId(call.id, shard), InitialRow(call.config, call.origin), wait, &stored);
+  bool locked =
+      LockOrCreateRow(ShardId(call.id, shard), InitialRow(call.config, call.origin), wait, true, &stored);
   out->shard = shard;
   out->state = stored.state;
   *tid = stored.tid;
@@ -288,10 +289,12 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
 }
 
 // Locks one row, creating it in its initial state (the same as no row) if
-// it does not exist yet.
+// it does not exist yet. Only a shard row's creation is announced (its lock
+// held to the transaction's end) to callers that skip busy shards; an
+// unsharded row is never skipped, and takes no such lock.
 void LockEntryRow(LockedRow* row) {
   StoredState stored;
-  if (!LockOrCreateRow(row->id, InitialRow(row->config, row->origin), true, &stored))
+  if (!LockOrCreateRow(row->id, InitialRow(row->config, row->origin), true, row->config.shards > 1, &stored))
     elog(ERROR, "ratelimit: a state row changed under its lock");
   row->current = stored.state;
   row->tid = stored.tid;

@@ -120,7 +120,9 @@ bool InsertState(const LimitId& id, const RowWrite& row);
 // answer like no row at all) if there is none. wait=false: a row another
 // transaction holds, or is creating, is not waited for and false returned.
 // With wait, false means the row vanished under the lock (decide again).
-bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, StoredState* out);
+// announce: the creation takes a lock held to the transaction's end, which
+// tells skip-locked callers the row is in flight (shard rows).
+bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, bool announce, StoredState* out);
 // Updates the row version that was read (expected.tid) if it is still the
 // newest; false if another transaction changed or deleted it meanwhile.
 bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row);

@@ -8,6 +8,7 @@
 // index, trigger, constraint and the replica identity of the table as it is
 // now (see state_table.cpp) is PostgreSQL's business, not a copy of it.
 #include <cstring>
+#include <initializer_list>
 
 #include "sql_plans.h"
 #include "state_table.h"
@@ -17,11 +18,13 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/nodeModifyTable.h"
 #include "executor/tuptable.h"
+#include "nodes/nodeFuncs.h"
 #include "miscadmin.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
@@ -153,10 +156,18 @@ struct RowWriter {
   MemoryContext outer;
 };
 
-void BeginRowWrite(Relation rel, RowWriter* w) {
+void BeginRowWrite(const StateTable& table, RowWriter* w) {
+  Relation rel = table.rel;
   w->estate = CreateExecutorState();
   w->outer = MemoryContextSwitchTo(w->estate->es_query_cxt);
-  compat::InitSingleRangeTable(w->estate, rel);
+  // The columns the write sets, as the apply worker marks them after
+  // create_edata_for_relation: UPDATE OF triggers and generated columns
+  // depend on them.
+  Bitmapset* updated = nullptr;
+  for (AttrNumber attnum : {table.columns.value, table.columns.ts, table.columns.prev, table.columns.idle_at})
+    if (attnum != InvalidAttrNumber)
+      updated = bms_add_member(updated, attnum - FirstLowInvalidHeapAttributeNumber);
+  compat::InitSingleRangeTable(w->estate, rel, updated);
   w->rri = makeNode(ResultRelInfo);
   InitResultRelInfo(w->rri, rel, 1, nullptr, 0);
   w->estate->es_opened_result_relations = lappend(w->estate->es_opened_result_relations, w->rri);
@@ -247,14 +258,45 @@ bool UpdateIfNewest(RowWriter* w, ItemPointerData tid, TupleTableSlot* slot) {
 // the SQL scope, as the owner with the pinned search_path, as the same
 // write through SQL would; the table as installed runs none, and its
 // writes skip the scope's cost.
+bool IsUserFunction(Oid function, void* context) {
+  (void)context;
+  return function >= FirstNormalObjectId;
+}
+
+bool CallsUserFunction(Node* node, void* context) {
+  if (node == nullptr) return false;
+  if (check_functions_in_node(node, IsUserFunction, context)) return true;
+  return compat::WalkExpression(node, CallsUserFunction, context);
+}
+
+// Whether a CHECK constraint is the installed shard check: its name, and an
+// expression that calls only built-in functions (an owner may have replaced
+// it under the same name). The answer for the last expression seen is kept,
+// by its text, so the table as installed does not parse it on every write.
+bool IsInstalledShardCheck(const ConstrCheck& check) {
+  static char* seen = nullptr;
+  static bool seen_answer = false;
+  if (std::strcmp(check.ccname, kInstalledShardCheck) != 0) return false;
+  if (seen != nullptr && std::strcmp(seen, check.ccbin) == 0) return seen_answer;
+  bool answer = !CallsUserFunction(static_cast<Node*>(stringToNode(check.ccbin)), nullptr);
+  char* copy = MemoryContextStrdup(TopMemoryContext, check.ccbin);
+  if (seen != nullptr) pfree(seen);
+  seen = copy;
+  seen_answer = answer;
+  return answer;
+}
+
 bool WriteRunsOwnerCode(const ResultRelInfo* rri) {
-  const TupleConstr* constr = RelationGetDescr(rri->ri_RelationDesc)->constr;
+  Relation rel = rri->ri_RelationDesc;
+  const TupleConstr* constr = RelationGetDescr(rel)->constr;
   bool only_shard_check =
       constr == nullptr ||
       (!constr->has_generated_stored &&
-       (constr->num_check == 0 ||
-        (constr->num_check == 1 && std::strcmp(constr->check[0].ccname, kInstalledShardCheck) == 0)));
-  return rri->ri_TrigDesc != nullptr || rri->ri_NumIndices > 2 || !only_shard_check;
+       (constr->num_check == 0 || (constr->num_check == 1 && IsInstalledShardCheck(constr->check[0]))));
+  // A partition's constraint (ExecPartitionCheck) is the parent's partition
+  // key, whose expressions may be functions too.
+  return rri->ri_TrigDesc != nullptr || rri->ri_NumIndices > 2 || !only_shard_check ||
+         rel->rd_rel->relispartition;
 }
 
 bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {
@@ -292,7 +334,7 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
 
 bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked) {
   RowWriter w;
-  BeginRowWrite(table.rel, &w);
+  BeginRowWrite(table, &w);
   // Left at EndRowWrite, after the AFTER triggers fired; an error on the way
   // is undone by the (sub)transaction's abort, as for any SQL scope.
   bool scoped = WriteRunsOwnerCode(w.rri);
@@ -315,6 +357,9 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
     TupleTableSlot* new_slot = NewVersion(table, old_slot, row, w.estate);
     if (locked) {
       ExecSimpleRelationUpdate(w.rri, w.estate, &w.epq, old_slot, new_slot);
+      // table_tuple_update gives the slot the new version's tid; a BEFORE
+      // ROW trigger that returned NULL skipped the update and left none.
+      if (!ItemPointerIsValid(&new_slot->tts_tid)) RaiseWriteSkipped();
       updated = true;
     } else {
       updated = UpdateIfNewest(&w, at, new_slot);

@@ -107,7 +107,7 @@ void UpdateLockedSql(const LimitId& id, const RowWrite& row) {
   char nulls[7];
   FillWriteParams(id, row, values, nulls);
   ExecuteStatement(Statement::kUpdateLocked, NullKey(id), values, nulls, SPI_OK_UPDATE, 0);
-  if (SPI_processed != 1) elog(ERROR, "ratelimit: a locked state row vanished");
+  if (SPI_processed != 1) RaiseWriteSkipped();
 }
 
 bool InsertState(const LimitId& id, const RowWrite& row) {
@@ -129,7 +129,9 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInpu
   for (uint64 row = 0; row < SPI_processed; ++row) {
     bool isnull = false;
     int shard = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull));
-    if (shard >= shards) continue;  // left over from a config with more shards
+    // Left over from a config with more shards, or (negative) written by
+    // someone who replaced the shard CHECK: not one of this call's shards.
+    if (shard < 0 || shard >= shards) continue;
     out[shard].state = StoredStateFromRow(row, 2, false).state;
     ++found;
   }

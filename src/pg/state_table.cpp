@@ -21,6 +21,7 @@ extern "C" {
 #include "catalog/pg_index.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "nodes/primnodes.h"
 #include "storage/lmgr.h"
 #include "storage/sinval.h"
@@ -164,6 +165,16 @@ ProbeIndexes FindProbeIndexes(Relation rel, const StateColumns& c) {
   return found;
 }
 
+// Whether an UPDATE of the table fires statement-level triggers or fills
+// transition tables: ExecSimpleRelationUpdate, a per-row piece, does
+// neither (the executor's ModifyTable node does), so such a table is
+// written through SQL.
+bool HasStatementLevelUpdateTriggers(Relation rel) {
+  const TriggerDesc* t = rel->trigdesc;
+  return t != nullptr && (t->trig_update_before_statement || t->trig_update_after_statement ||
+                          t->trig_update_new_table || t->trig_update_old_table);
+}
+
 // Locks the state table, retrying if the name came to mean another
 // relation before the lock was granted (a DROP and CREATE EXTENSION).
 Oid LockStateTable(LOCKMODE mode) {
@@ -211,9 +222,12 @@ StateTable OpenStateTable(LOCKMODE mode) {
     table.null_key_index = indexes.null_key;
   }
   Form_pg_class form = table.rel->rd_rel;
-  table.direct_read = OidIsValid(table.keyed_index) && OidIsValid(table.null_key_index);
+  // Row security and inheritance children change what an SQL statement on
+  // the table sees; a probe of the table's own index would not.
+  table.direct_read = OidIsValid(table.keyed_index) && OidIsValid(table.null_key_index) &&
+                      !form->relrowsecurity && !form->relhassubclass;
   table.direct_write = table.direct_read && form->relkind == RELKIND_RELATION &&
-                       table.rel->rd_rules == nullptr && !form->relrowsecurity;
+                       table.rel->rd_rules == nullptr && !HasStatementLevelUpdateTriggers(table.rel);
   return table;
 }
 

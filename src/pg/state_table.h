@@ -44,6 +44,10 @@ struct StateTable {
   bool direct_write;
 };
 
+// storage.cpp: raises the error of a locked row's write that did not happen
+// (a BEFORE ROW trigger returned NULL, or a rule or policy hid the row):
+// the decision cannot be stored, so the call must not answer.
+[[noreturn]] void RaiseWriteSkipped();
 // storage.cpp: a stored state from the datums of value, ts and prev.
 StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null);
 

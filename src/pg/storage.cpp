@@ -17,21 +17,36 @@ namespace {
 
 LOCKMODE ReadLockMode(ReadMode mode) { return mode == ReadMode::kUnlocked ? AccessShareLock : RowShareLock; }
 
-// The lock a transaction holds while it creates a state row through
+// The first field-4 value of the creation locks' tags: pg_advisory_lock
+// uses 1 (one int8 key) and 2 (two int4 keys).
+constexpr uint16 kCreationLockBase = 3;
+
+// The lock a transaction holds while it creates a shard row through
 // LockOrCreateRow, until it ends: whoever would create the same row meanwhile
 // learns that the row is in flight instead of waiting for that transaction
 // in INSERT ... ON CONFLICT (a caller that may skip the row then takes
-// another shard). An object lock of class ratelimit_state in pg_locks:
-// objid is a hash of (name, key), objsubid the shard. A collision of two
-// identities only makes one wait for (or skip) the other's creation.
+// another shard). In pg_locks: locktype advisory, classid and objid the high
+// and low halves of the 64-bit hash of (name, key), objsubid 3 + the shard.
+// (A collision of two identities would only make one wait for, or skip, the
+// other's creation; with the full 64-bit hash it is negligible.)
 bool LockRowCreation(const LimitId& id, bool wait) {
   uint64_t hash = ratelimit::LimitHash(id.name, id.name_len, id.key, id.key_len);
   LOCKTAG tag;
-  SET_LOCKTAG_OBJECT(tag, MyDatabaseId, StateTableOid(), static_cast<uint32>(hash ^ (hash >> 32)), id.shard);
+  SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(hash >> 32), static_cast<uint32>(hash),
+                       static_cast<uint16>(kCreationLockBase + id.shard));
   return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 }  // namespace
+
+void RaiseWriteSkipped() {
+  ereport(ERROR,
+          (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+           errmsg("ratelimit: the write of a locked state row did not happen"),
+           errdetail("A trigger, rule or row security policy on ratelimit_state skipped or hid the row."),
+           errhint("Triggers on ratelimit_state must return NEW for its rows.")));
+  pg_unreachable();
+}
 
 StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null) {
   StoredState out{};
@@ -62,19 +77,19 @@ bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, cons
 void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowWrite& row) {
   StateTable table = OpenStateTable(RowExclusiveLock);
   if (table.direct_write && tid != nullptr && ItemPointerIsValid(tid)) {
-    if (!UpdateRowDirect(table, *tid, row, true)) elog(ERROR, "ratelimit: a locked state row vanished");
+    if (!UpdateRowDirect(table, *tid, row, true)) RaiseWriteSkipped();
   } else {
     UpdateLockedSql(id, row);
   }
   CloseStateTable(&table);
 }
 
-bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, StoredState* out) {
+bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, bool announce, StoredState* out) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     *out = ReadState(id, wait ? ReadMode::kLock : ReadMode::kLockSkipLocked);
     if (out->state.exists) return true;
-    if (out->busy || !LockRowCreation(id, wait)) return false;
+    if (out->busy || (announce && !LockRowCreation(id, wait))) return false;
     InsertState(id, initial);  // or someone else's committed row: the next read locks it
   }
 }
