@@ -4,8 +4,10 @@
 
 EXTENSION = ratelimit
 MODULE_big = ratelimit
-OBJS = src/core/headers.o \
+OBJS = src/core/config.o \
+       src/core/headers.o \
        src/core/limiter.o \
+       src/core/primitives.o \
        src/core/shards.o \
        src/pg/clock.o \
        src/pg/config_cache.o \

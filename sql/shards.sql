@@ -69,3 +69,38 @@ SELECT count(*) FROM ratelimit_state WHERE name = 'sh';
 -- shards: 1 is an ordinary limit.
 SELECT ok, remaining FROM ratelimit_limit('sh-one', NULL, '{"kind": "token bucket", "rate": 5, "period": 1000, "shards": 1}');
 RESET ratelimit.now;
+
+-- A sharded reservation answers the same in check, limit and limit_all, and
+-- never worse than the same call without reserve (2 shards of 2 tokens, one
+-- token a second each; the clock frozen). Shards at 1 and 1: 2 is taken from
+-- both, at once.
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+\set rcfg '''{"kind": "token bucket", "rate": 2, "period": 1000, "capacity": 4, "shards": 2}'''
+INSERT INTO ratelimit_state (name, key, shard, value, ts, idle_at)
+VALUES ('sh-agree', NULL, 0, 1, '2026-01-01 00:00:00+00', '2026-01-01 00:00:01+00'),
+       ('sh-agree', NULL, 1, 1, '2026-01-01 00:00:00+00', '2026-01-01 00:00:01+00');
+SELECT 'check' AS call, ok, retry_after, remaining FROM ratelimit_check('sh-agree', NULL, :rcfg, 2, reserve => true)
+UNION ALL SELECT 'check, no reserve', ok, retry_after, remaining FROM ratelimit_check('sh-agree', NULL, :rcfg, 2);
+BEGIN;
+SELECT ok, retry_after, remaining FROM ratelimit_limit('sh-agree', NULL, :rcfg, 2, reserve => true);
+SELECT shard, value FROM ratelimit_state WHERE name = 'sh-agree' ORDER BY shard;
+ROLLBACK;
+BEGIN;
+SELECT ok, retry_after, remaining FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object(
+  'name', 'sh-agree', 'config', :rcfg::jsonb, 'count', 2, 'reserve', true)));
+ROLLBACK;
+-- Shards at 0 and 0: each refills 1 token in 1 s, so 2 can run in 1 s.
+UPDATE ratelimit_state SET value = 0 WHERE name = 'sh-agree';
+SELECT 'check' AS call, ok, retry_after, remaining FROM ratelimit_check('sh-agree', NULL, :rcfg, 2, reserve => true)
+UNION ALL SELECT 'check, no reserve', ok, retry_after, remaining FROM ratelimit_check('sh-agree', NULL, :rcfg, 2);
+BEGIN;
+SELECT ok, retry_after, remaining FROM ratelimit_limit('sh-agree', NULL, :rcfg, 2, reserve => true);
+SELECT shard, value FROM ratelimit_state WHERE name = 'sh-agree' ORDER BY shard;
+ROLLBACK;
+BEGIN;
+SELECT ok, retry_after, remaining FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object(
+  'name', 'sh-agree', 'config', :rcfg::jsonb, 'count', 2, 'reserve', true)));
+ROLLBACK;
+SELECT ok, retry_after FROM ratelimit_limit('sh-agree', NULL, :rcfg, 2);
+SELECT ratelimit_reset('sh-agree');
+RESET ratelimit.now;

@@ -3,6 +3,11 @@
 // No PostgreSQL header may be seen here (see core_guard.h). Time is always an
 // argument, in integer microseconds since the Unix epoch; token values are
 // doubles. Every function is noexcept: nothing here allocates or throws.
+//
+// This header is the core's public API; its definitions live in
+// primitives.cpp (Capacity, MaxDeficit, InitialState: per-row maths),
+// limiter.cpp (single-row decisions), config.cpp (kinds, validation,
+// MostGrantable, window origins); sharded decisions are in shards.h.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +50,7 @@ struct LimitConfig {
   bool has_jitter = false;
   bool jitter_is_period = false;  // "jitter": true: up to one period
   Micros jitter = 0;              // else the most random delay added to a refusal's retry time
+  bool shadow = false;            // "shadow": true: refusals are only counted, the call is granted
 };
 
 constexpr int kMaxShards = 1024;

@@ -1,5 +1,7 @@
-// Per-row building blocks shared by single-row, sharded and refund decisions.
-// Internal to src/core.
+// Per-row building blocks shared by single-row, sharded and refund decisions
+// (defined in primitives.cpp, which also defines the public per-row helpers
+// Capacity, MaxDeficit and InitialState declared in limiter.h). Internal to
+// src/core: limiter.cpp and shards.cpp both build on this and on nothing else.
 #pragma once
 
 #include "core_guard.h"
@@ -7,6 +9,12 @@
 
 namespace ratelimit {
 namespace detail {
+
+// floor(a / b) for b > 0, correct for negative a.
+inline Micros FloorDiv(Micros a, Micros b) {
+  Micros q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
 
 // One row's state rolled forward to the effective now.
 struct View {
@@ -41,6 +49,14 @@ LimitState LeaveAt(const LimitConfig& config, const View& view, double level) no
 
 // The state to store after giving back up to `amount` tokens.
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept;
+
+// A reservation's state raised by the rounding steps (if any) it needs to
+// be out of deficit at `by`, the moment the same call without reserve would
+// be granted. Taking now and refilling later rounds differently from
+// refilling first and taking then (by a whole window for fixed windows),
+// and a reservation must never be told to wait longer than that call.
+LimitState OutOfDeficitBy(const LimitConfig& config, const LimitState& stored, Micros by,
+                          Micros origin) noexcept;
 
 // The earliest moment >= view.eff at which CanTake(count, deficit) holds,
 // computed from the stored state exactly as a later call would compute it.

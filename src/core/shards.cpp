@@ -1,5 +1,6 @@
 // Sharded limits: the power of two choices over shard rows, balanced takes,
-// totals, and refunds that fill the emptiest shards first.
+// totals, and refunds that fill the emptiest shards first. Built on the
+// per-row primitives alone (not on the single-row decisions of limiter.cpp).
 #include "shards.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@ using detail::FirstWhere;
 using detail::Fits;
 using detail::GiveBack;
 using detail::LeaveAt;
+using detail::OutOfDeficitBy;
 using detail::SearchLimit;
 using detail::Seconds;
 using detail::TakeFrom;
@@ -78,10 +80,24 @@ TakePlan PlanTakes(const LimitConfig& config, const View* views, int count, cons
   return TakePlan{};
 }
 
-// Views of every input at `now`.
+// The latest effective now among the views.
+Micros LatestEff(const View* views, int count) {
+  Micros eff = views[0].eff;
+  for (int i = 1; i < count; ++i) eff = std::max(eff, views[i].eff);
+  return eff;
+}
+
+// Views of every input at one moment: the latest of `now` and the inputs'
+// own timestamps (a single row is seen at max(now, its ts) the same way).
+// Seen at different moments, a shard whose ts is ahead of the clock would
+// be balanced against the other's tokens of an earlier moment, and a
+// reservation would be told to wait longer than the same call without
+// reserve (whose retry search sees both shards at one moment).
 void ViewsAt(const LimitConfig& config, const ShardInput* inputs, int count, Micros now, Micros origin,
              View* views) {
   for (int i = 0; i < count; ++i) views[i] = ViewAt(config, inputs[i].state, now, origin);
+  Micros eff = LatestEff(views, count);
+  for (int i = 0; i < count; ++i) views[i] = ViewAt(config, views[i].base, eff, origin);
 }
 
 // The first moment from `from` at which the shards could grant the request.
@@ -94,30 +110,31 @@ Micros WhenGrantable(const LimitConfig& config, const View* views, int count, Mi
   });
 }
 
-Micros LatestEff(const View* views, int count) {
-  Micros eff = views[0].eff;
-  for (int i = 1; i < count; ++i) eff = std::max(eff, views[i].eff);
-  return eff;
-}
-
 // Applies a granted plan: the writes, the estimated remaining total, and
-// when the reserved work may run.
+// when the reserved work may run. A plan that leaves a deficit stores each
+// shard out of deficit by `unreserved_at`, when the same call without
+// reserve would be granted.
 void ApplyPlan(const LimitConfig& config, const View* views, const TakePlan& plan, Micros origin,
-               int total_shards, ShardDecision* out) {
+               Micros unreserved_at, int total_shards, ShardDecision* out) {
   double left = 0;
   for (int i = 0; i < out->count; ++i) {
     View stored = views[i];
+    double end = plan.balanced ? plan.level : views[i].avail - plan.take[i];
     if (plan.chosen[i]) {
       ShardWrite& write = out->writes[i];
       write.write = true;
       write.next =
           plan.balanced ? LeaveAt(config, views[i], plan.level) : TakeFrom(config, views[i], plan.take[i]);
+      if (!plan.fits) {
+        write.next = OutOfDeficitBy(config, write.next, unreserved_at, origin);
+        end = write.next.value;
+      }
       stored = ViewAt(config, write.next, views[i].eff, origin);
       write.full_at = WhenAvailable(config, stored, Capacity(config));
       if (!plan.fits)
         out->summary.retry_at = std::max(out->summary.retry_at, WhenAvailable(config, stored, 0));
     }
-    left += plan.balanced ? plan.level : (plan.chosen[i] ? views[i].avail - plan.take[i] : views[i].avail);
+    left += end;
     out->summary.full_at = std::max(out->summary.full_at, WhenAvailable(config, stored, Capacity(config)));
   }
   out->summary.ok = true;
@@ -206,7 +223,10 @@ ShardDecision DecideShards(const LimitConfig& shard_config, const ShardInput* in
   out.summary.retry_at = out.summary.full_at = kEarliest;
   TakePlan plan = PlanTakes(shard_config, views, count, request);
   if (plan.ok) {
-    ApplyPlan(shard_config, views, plan, origin, total_shards, &out);
+    Micros unreserved_at = plan.fits ? LatestEff(views, count)
+                                     : WhenGrantable(shard_config, views, count, LatestEff(views, count),
+                                                     origin, Request{request.count, false});
+    ApplyPlan(shard_config, views, plan, origin, unreserved_at, total_shards, &out);
   } else {
     double avail = 0;
     for (int i = 0; i < count; ++i) {
