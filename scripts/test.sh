@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
 # libpqxx client contention tests, the C++ client's API tests, the example
-# HTTP service's end-to-end test and the fault tests (which crash and restart
-# the server) against a throwaway cluster, every SQL function under
-# valgrind's memcheck (its own cluster), then the unit and client tests
-# again built with ASan+UBSan. Installs missing Debian packages first.
+# HTTP service's end-to-end test, the fault tests and the DDL-under-load
+# tests (both crash and restart the server) against a throwaway cluster,
+# every SQL function under valgrind's memcheck (its own cluster), then the
+# unit and client tests again built with ASan+UBSan. Installs missing Debian
+# packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -66,6 +67,16 @@ record $rc "fault tests"
 # still need one.
 if ! cluster_server_running; then
   record 1 "server running after the fault tests"
+  start_cluster_server || echo "could not start the server again"
+fi
+
+echo "== DDL under load: REINDEX CONCURRENTLY, CREATE/DROP INDEX, triggers, VACUUM FULL, CLUSTER, fillfactor while clients call; then a crash (build/ddl_load_test)"
+rc=0; build/ddl_load_test || rc=$?
+record $rc "DDL under load"
+# Its crash test restarts the server itself; if it could not, later stages
+# still need one.
+if ! cluster_server_running; then
+  record 1 "server running after the DDL-under-load tests"
   start_cluster_server || echo "could not start the server again"
 fi
 
