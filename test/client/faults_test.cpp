@@ -533,8 +533,10 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
   const auto t0 = Clock::now();
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker, i);
   // The crash: once a is half used and c exhausted (as far as the client
-  // knows), or after 5 s.
-  while (Clock::now() - t0 < std::chrono::seconds(5) &&
+  // knows). Events, not durations, end the phases, so a slow or loaded
+  // machine only makes them longer; the 120 s caps only keep a hang from
+  // blocking forever.
+  while (Clock::now() - t0 < std::chrono::seconds(120) &&
          (known[kA].load() < 500 || known[kC].load() < static_cast<long>(limits[kC].capacity)))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const long known_a_at_crash = known[kA].load(), known_c_at_crash = known[kC].load();
@@ -548,8 +550,8 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
   const auto t_restarted = Clock::now();
   phase = 2;
   // After the restart: until a is refused (exhausted across the crash) and at
-  // least 1 s has passed, or 6 s.
-  while (Clock::now() - t_restarted < std::chrono::seconds(6) &&
+  // least 1 s has passed (or the 120 s cap).
+  while (Clock::now() - t_restarted < std::chrono::seconds(120) &&
          (refused_after_restart_a.load() == 0 || Clock::now() - t_restarted < std::chrono::seconds(1)))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   stop = true;
@@ -681,7 +683,7 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
   }
   // c was exhausted before the crash and stays so.
   EXPECT_EQ(tally[kC].known_before_crash, static_cast<long>(limits[kC].capacity))
-      << "c was not exhausted before the crash: the machine is too slow for this test";
+      << "c was not exhausted before the crash within the 120 s cap";
   EXPECT_EQ(tally[kC].granted_after_restart, 0) << "c, exhausted before the crash, granted after the restart";
   EXPECT_GT(tally[kC].refused_after_restart, 0);
   // a, b and global were consumed on both sides of the crash; a was
@@ -691,7 +693,7 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
     EXPECT_GT(tally[k].committed_after_restart, 0)
         << limits[k].label << " was not consumed after the restart";
   }
-  ASSERT_GT(tally[kA].refused_after_restart, 0) << "a was not exhausted after the restart: machine too slow?";
+  ASSERT_GT(tally[kA].refused_after_restart, 0) << "a was not exhausted after the restart within the 120 s cap";
   EXPECT_EQ(committed_grants[kA], limits[kA].capacity);
   long after_restart = 0;
   for (const Tally& t : tally) after_restart += t.committed_after_restart + t.refused_after_restart;
@@ -1049,7 +1051,10 @@ TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
     tx.commit();
   }
   const std::vector<std::string> src_rows = StateRows(*s, "");
-  ASSERT_EQ(src_rows.size(), 12u) << Describe(src_rows);  // 8 keys + 3 more shards
+  // 8 keys, the sharded one with a row for each shard its calls locked (two
+  // random candidates a call: 1 to 4 rows).
+  ASSERT_GE(src_rows.size(), 9u) << Describe(src_rows);
+  ASSERT_LE(src_rows.size(), 12u) << Describe(src_rows);
   const std::string definitions_sql =
       "SELECT name || ' ' || config::text FROM public.ratelimit_definition ORDER BY name";
   auto definitions = [&](pqxx::connection& conn) {
