@@ -5,6 +5,9 @@
 #
 # Needs CLUSTER_DIR (the cluster's directory) in the environment, and uses
 # PG_BINDIR from the environment when set (scripts/test.sh exports both).
+# With RATELIMIT_CHROOT set (a cluster of another major, scripts/pgmajors.sh)
+# the commands run in that root, PG_BINDIR is a path inside it, and a dump
+# FILE must be below it (a host path, as CLUSTER_DIR is).
 #
 #   cluster-ctl.sh stop-immediate       pg_ctl stop -m immediate (a crash: recovery on the next start)
 #   cluster-ctl.sh start                pg_ctl start -w with start_cluster's options
@@ -20,11 +23,22 @@ source "$(dirname "$0")/lib.sh"
 
 usage() { echo "usage: $0 stop-immediate | start | status | dump DB FILE | restore DB FILE" >&2; exit 2; }
 
+# FILE (a host path) as the cluster's tools see it.
+dump_file() {
+  local file
+  file=$(server_path "$1")
+  if [ -n "${RATELIMIT_CHROOT:-}" ] && [ "$file" = "$1" ]; then
+    echo "cluster-ctl.sh: $1 is not below $RATELIMIT_CHROOT, where the server runs" >&2
+    exit 2
+  fi
+  echo "$file"
+}
+
 case "${1:-}" in
   stop-immediate) [ $# -eq 1 ] || usage; stop_cluster_server_immediate ;;
   start) [ $# -eq 1 ] || usage; start_cluster_server ;;
   status) [ $# -eq 1 ] || usage; cluster_server_running ;;
-  dump) [ $# -eq 3 ] || usage; as_cluster_user "$PG_BINDIR/pg_dump" -Fc -d "$2" -f "$3" ;;
-  restore) [ $# -eq 3 ] || usage; as_cluster_user "$PG_BINDIR/pg_restore" --exit-on-error -d "$2" "$3" ;;
+  dump) [ $# -eq 3 ] || usage; file=$(dump_file "$3"); as_cluster_user "$PG_BINDIR/pg_dump" -Fc -d "$2" -f "$file" ;;
+  restore) [ $# -eq 3 ] || usage; file=$(dump_file "$3"); as_cluster_user "$PG_BINDIR/pg_restore" --exit-on-error -d "$2" "$file" ;;
   *) usage ;;
 esac

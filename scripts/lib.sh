@@ -34,21 +34,59 @@ cluster_os_user() {
   if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi
 }
 
-# Runs a command as the cluster's OS user.
+# RATELIMIT_CHROOT, when set, is the root directory of another Debian suite
+# (scripts/pgmajors.sh) in which the cluster's server and tools run: the
+# cluster functions below then run PG_BINDIR's programs (a path inside that
+# root) in it, as its postgres user, while CLUSTER_DIR and PGHOST stay host
+# paths (below ROOT/tmp), so that programs on the host reach the socket. Unset,
+# everything runs on the host as before.
+
+# Runs a command as the cluster's OS user (in RATELIMIT_CHROOT when set, with
+# PGHOST as seen there).
 as_cluster_user() {
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ -n "${RATELIMIT_CHROOT:-}" ]; then
+    PGHOST=$(server_path "${PGHOST:-}") chroot --userspec=postgres:postgres "$RATELIMIT_CHROOT" "$@"
+  elif [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# A host path as the cluster's programs see it: below RATELIMIT_CHROOT, the
+# path inside that root; otherwise the path itself.
+server_path() {
+  local root=${RATELIMIT_CHROOT:-}
+  if [ -n "$root" ] && [ "${1#"$root"/}" != "$1" ]; then echo "/${1#"$root"/}"; else echo "$1"; fi
+}
+
+# Gives a directory (a host path) to the cluster's OS user.
+chown_to_cluster_user() {
+  if [ -n "${RATELIMIT_CHROOT:-}" ]; then
+    chroot "$RATELIMIT_CHROOT" chown postgres: "$(server_path "$1")"
+  elif [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$1"
+  fi
 }
 
 # Starts a throwaway cluster in a temp dir, on a unix socket only, and
 # exports PGHOST/PGPORT/PGUSER/PGDATABASE for clients. Extra server settings
 # may be passed as arguments ("-c name=value" pairs).
 start_cluster() {
-  CLUSTER_DIR=$(mktemp -d /tmp/ratelimit-cluster.XXXXXX)
+  local template="${RATELIMIT_CHROOT:-}/tmp/ratelimit-cluster.XXXXXX"
+  # A unix socket's path has at most 107 bytes, "/.s.PGSQL.5432" included.
+  if [ $((${#template} + 14)) -gt 107 ]; then
+    echo "the socket path under $template is too long for a unix socket (set RATELIMIT_CACHE shorter)" >&2
+    return 1
+  fi
+  CLUSTER_DIR=$(mktemp -d "$template")
   chmod 755 "$CLUSTER_DIR"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
-  as_cluster_user "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres --no-sync >/dev/null
+  chown_to_cluster_user "$CLUSTER_DIR"
+  local dir
+  dir=$(server_path "$CLUSTER_DIR")
+  as_cluster_user "$PG_BINDIR/initdb" -D "$dir/data" -A trust -U postgres --no-sync >/dev/null
   # The server's options, kept so that start_cluster_server can start it again.
-  echo "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >"$CLUSTER_DIR/server.opts"
+  echo "-c listen_addresses='' -k $dir -p 5432 $*" >"$CLUSTER_DIR/server.opts"
   start_cluster_server
   export PGHOST=$CLUSTER_DIR PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
   echo "== throwaway cluster running in $CLUSTER_DIR"
@@ -58,7 +96,9 @@ start_cluster() {
 # options start_cluster gave it, and waits until it accepts connections (after
 # an immediate shutdown: until crash recovery is done).
 start_cluster_server() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start \
+  local dir
+  dir=$(server_path "$CLUSTER_DIR")
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
     -o "$(cat "$CLUSTER_DIR/server.opts")" >/dev/null
 }
 
@@ -66,18 +106,18 @@ start_cluster_server() {
 # process exits at once (SIGQUIT), nothing is flushed or checkpointed, and the
 # next start runs crash recovery.
 stop_cluster_server_immediate() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m immediate -w stop >/dev/null
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m immediate -w stop >/dev/null
 }
 
 # Whether the throwaway cluster's server is running.
 cluster_server_running() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" status >/dev/null 2>&1
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" status >/dev/null 2>&1
 }
 
 # Stops the throwaway cluster (if started) and removes its directory.
 stop_cluster() {
   [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""
 }

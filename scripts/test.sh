@@ -4,17 +4,25 @@
 # HTTP service's end-to-end test, the fault tests and the DDL-under-load
 # tests (both crash and restart the server) against a throwaway cluster,
 # every SQL function under valgrind's memcheck (its own cluster), then the
-# unit and client tests again built with ASan+UBSan. Installs missing Debian
-# packages first.
+# unit and client tests again built with ASan+UBSan. Then, for each other
+# supported major (RATELIMIT_MAJORS, default "17 18"; empty skips them), in a
+# chroot of the Debian suite that carries it (scripts/pgmajors.sh): that
+# major's make installcheck and the client, fault and DDL-under-load tests.
+# Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source scripts/pgmajors.sh
+RATELIMIT_MAJORS=${RATELIMIT_MAJORS-17 18}
 
 passed=0
 failed=0
 record() { if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $2"; fi; }
 
 ensure_packages
+# The other majors' chroots are made (if not cached) while the host's stages run.
+prefetch_major_roots $RATELIMIT_MAJORS
+trap stop_major_prefetch EXIT
 
 echo "== C++ unit tests (CMake/CTest)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -23,7 +31,7 @@ rc=0; ctest --test-dir build --output-on-failure || rc=$?
 record $rc "unit tests"
 
 build_and_install_extension
-trap stop_cluster EXIT
+trap 'stop_cluster; leave_major; stop_major_prefetch' EXIT
 start_cluster
 # For build/faults_test, which restarts the server and runs pg_dump/pg_restore
 # through scripts/cluster-ctl.sh.
@@ -106,5 +114,60 @@ rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"
 
 stop_cluster
+
+# Starts the server again if a test that crashes it could not (later stages
+# need one), and records that as a failure.
+ensure_server_running() {
+  cluster_server_running && return 0
+  record 1 "$1"
+  start_cluster_server || echo "could not start the server again"
+}
+
+# The stages run against another major ($1), in its cached chroot: build
+# there with its PGXS (-Werror), its make installcheck, and the host-built
+# libpqxx programs against its server. Unit and sanitizer runs are the host's.
+test_major() {
+  local major=$1 start=$SECONDS rc
+  echo "== PG $major: $(major_suite "$major") root with postgresql-$major (scripts/pgmajors.sh)"
+  rc=0; ensure_major_root "$major" || rc=$?
+  grep -s "^PG $major: bootstrap" "$RATELIMIT_CACHE/chroots/prefetch.log" || true
+  record $rc "PG $major: chroot"
+  [ $rc -eq 0 ] || return 0
+  echo "== PG $major: build (-Werror) and install the extension with PostgreSQL $major's PGXS"
+  rc=0; { enter_major "$major" && build_and_install_in_major; } || rc=$?
+  record $rc "PG $major: build and install"
+  [ $rc -eq 0 ] || { leave_major; return 0; }
+  rc=0; start_cluster || rc=$?
+  record $rc "PG $major: throwaway cluster"
+  [ $rc -eq 0 ] || { stop_cluster; leave_major; return 0; }
+
+  echo "== PG $major: pg_regress and isolation specs (make installcheck)"
+  rc=0; installcheck_in_major || rc=$?
+  record $rc "PG $major: make installcheck"
+  echo "== PG $major: libpqxx client contention tests (build/client_tests)"
+  rc=0; build/client_tests || rc=$?
+  record $rc "PG $major: client contention tests"
+  echo "== PG $major: C++ client API tests (build/client_api_tests)"
+  rc=0; build/client_api_tests || rc=$?
+  record $rc "PG $major: C++ client API tests"
+  echo "== PG $major: fault tests (build/faults_test)"
+  rc=0; build/faults_test || rc=$?
+  record $rc "PG $major: fault tests"
+  ensure_server_running "PG $major: server running after the fault tests"
+  if [ -x build/ddl_load_test ]; then
+    echo "== PG $major: DDL under load (build/ddl_load_test)"
+    rc=0; build/ddl_load_test || rc=$?
+    record $rc "PG $major: DDL under load"
+    ensure_server_running "PG $major: server running after the DDL-under-load tests"
+  fi
+  rc=0; check_server_log_for_crashes || rc=$?
+  record $rc "PG $major: server log free of crashes"
+  stop_cluster
+  leave_major
+  echo "== PG $major: done in $((SECONDS - start)) s"
+}
+
+for major in $RATELIMIT_MAJORS; do test_major "$major"; done
+
 echo "test suites: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

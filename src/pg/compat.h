@@ -9,6 +9,7 @@ extern "C" {
 
 #include "access/genam.h"
 #include "access/tableam.h"
+#include "datatype/timestamp.h"
 #include "executor/executor.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
@@ -103,6 +104,17 @@ inline bool WalkExpression(Node* node, ExpressionWalker walker, void* context) {
   // (Through void (*)(), the generic function pointer type.)
   return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(walker)),
                                 context);
+#endif
+}
+
+// Whether an interval is 'infinity' or '-infinity': interval_in accepts
+// them from 17 on; before, it refuses them, so no interval is infinite.
+inline bool IntervalIsInfinite(const Interval* interval) {
+#if PG_VERSION_NUM >= 170000
+  return INTERVAL_NOT_FINITE(interval);
+#else
+  (void)interval;
+  return false;
 #endif
 }
 

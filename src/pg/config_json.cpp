@@ -16,6 +16,8 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include "compat.h"
+
 namespace ratelimit_pg {
 namespace {
 
@@ -80,9 +82,12 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
 }
 
 // An interval string as microseconds; months and years have no fixed length.
+// 'infinity' is refused as it is by 15's interval_in, on every major.
 Micros IntervalStringToMicros(const char* field, const JsonbValue& value) {
   char* text = JsonbStringToCString(value);
   Interval* interval = DatumGetIntervalP(ParseTypedString(field, interval_in, text, "a valid interval"));
+  if (compat::IntervalIsInfinite(interval))
+    RaiseConfigError(field, "must be a valid interval", "An infinite interval has no length.");
   if (interval->month != 0)
     RaiseConfigError(field, "must not have month or year parts",
                      "Months and years have no fixed length; use days, hours, minutes or seconds.");
