@@ -2,7 +2,8 @@
 # `make installcheck` (pg_regress + isolation specs against a running server).
 # The C++ unit and client tests are built by CMakeLists.txt.
 
-EXTENSION = ratelimit
+# ratelimit_proxy: the router side over PL/Proxy (SQL only, no library).
+EXTENSION = ratelimit ratelimit_proxy
 MODULE_big = ratelimit
 OBJS = src/core/config.o \
        src/core/headers.o \
@@ -23,9 +24,9 @@ OBJS = src/core/config.o \
        src/pg/state_sql.o \
        src/pg/state_table.o \
        src/pg/storage.o
-DATA = $(wildcard sql/ratelimit--*.sql)
+DATA = $(wildcard sql/ratelimit--*.sql) $(wildcard sql/ratelimit_proxy--*.sql)
 
-REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--%,$(sort $(wildcard sql/*.sql))))
+REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--% sql/ratelimit_proxy--%,$(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=ratelimit
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit

@@ -4,7 +4,8 @@
 PG_MAJOR=15
 PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
-                    cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer)
+                    cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer
+                    postgresql-$PG_MAJOR-plproxy)
 
 # Installs the Debian packages the build and tests need, if any is missing.
 ensure_packages() {

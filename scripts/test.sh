@@ -64,6 +64,10 @@ echo "== behind pgbouncer, pool_mode = transaction (scripts/pgbouncer-test.sh)"
 rc=0; scripts/pgbouncer-test.sh || rc=$?
 record $rc "behind pgbouncer"
 
+echo "== PL/Proxy router: ratelimit_proxy over 4 partitions, in one cluster and in separate clusters (scripts/plproxy-test.sh)"
+rc=0; scripts/plproxy-test.sh || rc=$?
+record $rc "PL/Proxy router"
+
 echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
 rc=0; examples/http-api/run-e2e.sh || rc=$?
 record $rc "example HTTP service end-to-end"

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Throughput through the PL/Proxy router (ratelimit_proxy) with 1, 2 and 4
+# partitions, side by side with calling one node directly, in one run:
+# pgbench with 1, 8 and 32 clients, synchronous_commit on and off on the
+# partitions, every call a grant on one of 100,000 existing keys, measured
+# after a warm-up in which the router backends connect to the partitions.
+# Then the cost of a refusal through the router with throws => false and
+# with throws => true (a remote error makes PL/Proxy reconnect).
+#
+#   bench/plproxy.sh            # uses the extensions already installed
+#   bench/plproxy.sh --build    # builds and installs them first
+#   BENCH_SECONDS=10 BENCH_ROUNDS=1 BENCH_WARMUP=3 bench/plproxy.sh
+#
+#   BENCH_SECONDS   seconds measured per pgbench run (after the warm-up)
+#   BENCH_ROUNDS    runs per cell, interleaved across the targets; the median
+#   BENCH_WARMUP    seconds of each run not measured: every router backend
+#                   opens one connection per partition it calls, so 32
+#                   clients on 4 partitions start 128 partition backends
+#
+# One throwaway cluster holds everything: the database `direct` (CREATE
+# EXTENSION ratelimit), partitions p1..p3 like it, and three router
+# databases r1, r2, r4 whose server ratelimit lists `direct` (as partition 0)
+# and then p1.., so "1 partition" is the same database as "direct". On one
+# machine the router, the partitions and pgbench share its CPUs: more
+# partitions add no CPU, only more backends. Prints a markdown table and
+# writes it to bench/plproxy-latest.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+SECONDS_PER_RUN=${BENCH_SECONDS:-10}
+WARMUP=${BENCH_WARMUP:-3}
+ROUNDS=${BENCH_ROUNDS:-1}
+KEYS=100000
+REFUSALS=2000
+OUT=bench/plproxy-latest.md
+if [ "${1:-}" = "--build" ]; then ensure_packages; build_and_install_extension; fi
+RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
+ensure_packages
+API_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit_proxy.control)
+
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+trap stop_cluster EXIT
+start_cluster -c shared_buffers=256MB -c max_connections=300
+WORK=$(mktemp -d /tmp/ratelimit-plproxy-bench.XXXXXX)
+chmod 755 "$WORK"
+psql_in() { PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+CONFIG='{"kind": "token bucket", "rate": 1e9, "period": 1000}'
+REFUSED_CONFIG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
+for db in direct p1 p2 p3; do
+  psql_in -d postgres -c "CREATE DATABASE $db"
+  # Every key exists in every partition (a routed call only uses its own),
+  # and one empty bucket to refuse.
+  psql_in -d $db -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'" \
+    -c "SELECT count(ratelimit_limit('n', 'k' || g, '$CONFIG', 0)) FROM generate_series(1, $KEYS) AS g" \
+    -c "SELECT ratelimit_limit('refused', 'k', '$REFUSED_CONFIG')" -c "VACUUM ANALYZE" >/dev/null
+done
+partition_dbs=(direct p1 p2 p3)
+for n in 1 2 4; do
+  options=""
+  for i in $(seq 0 $((n - 1))); do
+    options+="${options:+, }p$i 'dbname=${partition_dbs[$i]} host=$CLUSTER_DIR port=5432'"
+  done
+  psql_in -d postgres -c "CREATE DATABASE r$n"
+  psql_in -d "r$n" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
+    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
+done
+
+cat >"$WORK/grant.sql" <<SQL
+\set k random(1, $KEYS)
+SELECT ok FROM ratelimit_limit('n', 'k' || :k, '$CONFIG');
+SQL
+
+# Runs one pgbench load against database $1 with $2 clients; prints its
+# transactions per second in steady state: the mean of pgbench's per-second
+# progress reports after the first $WARMUP seconds, in which each router
+# backend opens its connections to the partitions (each a new backend
+# there). 0, and pgbench's errors on stderr, if it failed.
+run_load() {
+  local db=$1 clients=$2 tps
+  "$PG_BINDIR/pgbench" -n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2 -c "$clients" \
+    -f "$WORK/grant.sql" "$db" >"$WORK/pgbench.log" 2>&1 || true
+  tps=$(awk -v warmup="$WARMUP" '/^progress: / && $2 + 0 > warmup { sum += $4; n++ }
+                                 END { if (n) printf "%.0f", sum / n }' "$WORK/pgbench.log")
+  [ -n "$tps" ] || { grep -m 3 -i error "$WORK/pgbench.log" >&2; tps=0; }
+  echo "$tps"
+}
+
+# The median of the numbers given as arguments.
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# Microseconds per refused call of $3 calls in one session of database $1,
+# with throws => $2 (errors caught in the loop).
+refusal_micros() {
+  local db=$1 throws=$2 calls=$3
+  psql_in -At -d "$db" <<SQL | tail -1
+DO \$\$ BEGIN PERFORM ratelimit_limit('refused', 'k', '$REFUSED_CONFIG'); END \$\$;
+CREATE TEMP TABLE t AS SELECT clock_timestamp() AS t0;
+DO \$\$
+BEGIN
+  FOR i IN 1..$calls LOOP
+    BEGIN
+      PERFORM ratelimit_limit('refused', 'k', '$REFUSED_CONFIG', throws => $throws);
+    EXCEPTION WHEN SQLSTATE 'PT429' THEN NULL;
+    END;
+  END LOOP;
+END \$\$;
+SELECT round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / $calls) FROM t;
+SQL
+}
+
+# Each cell's rounds are interleaved with the other targets' (direct, r1,
+# r2, r4, direct, r1, ...), so a change in the machine's load hits them alike.
+declare -A tps runs
+for sync in on off; do
+  psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
+  for clients in 1 8 32; do
+    for _ in $(seq "$ROUNDS"); do
+      for target in direct r1 r2 r4; do
+        runs[$sync,$clients,$target]+="$(run_load $target $clients) "
+      done
+    done
+    for target in direct r1 r2 r4; do
+      # shellcheck disable=SC2086 # the runs are a list of numbers
+      tps[$sync,$clients,$target]=$(median ${runs[$sync,$clients,$target]})
+      echo "synchronous_commit=$sync clients=$clients $target: ${tps[$sync,$clients,$target]} tps (${runs[$sync,$clients,$target]% })"
+    done
+  done
+done
+psql_in -d postgres -c "ALTER SYSTEM RESET synchronous_commit" -c "SELECT pg_reload_conf()" >/dev/null
+refused_direct=$(refusal_micros direct false $REFUSALS)
+refused_direct_throws=$(refusal_micros direct true $REFUSALS)
+refused_r1=$(refusal_micros r1 false $REFUSALS)
+# Each of these opens a new partition connection: fewer calls.
+refused_r1_throws=$(refusal_micros r1 true $((REFUSALS / 10)))
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
+{
+  echo "# Through the PL/Proxy router"
+  echo
+  echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS bench/plproxy.sh\`:"
+  echo "pgbench \`-n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2\`, calls/s of the last $SECONDS_PER_RUN seconds (after each router backend"
+  echo "has connected to its partitions), median of $ROUNDS interleaved round(s); $(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB,"
+  echo "load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg),"
+  echo "$("$PG_BINDIR/postgres" --version), PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION"
+  echo "(library md5 $(md5sum < "$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so" | cut -c1-12)). One cluster, shared_buffers=256MB;"
+  echo "every call \`ratelimit_limit('n', <one of $KEYS existing keys>, cfg)\`, granted."
+  echo "Router, partitions and pgbench share the same CPUs: the partitions add backends, not CPU."
+  echo
+  echo "| synchronous_commit | clients | direct (calls/s) | router, 1 partition | 2 partitions | 4 partitions | router / direct (1 partition) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for sync in on off; do
+    for clients in 1 8 32; do
+      d=${tps[$sync,$clients,direct]}
+      echo "| $sync | $clients | $d | ${tps[$sync,$clients,r1]} | ${tps[$sync,$clients,r2]} | ${tps[$sync,$clients,r4]} | $(ratio "${tps[$sync,$clients,r1]}" "$d") |"
+    done
+  done
+  echo
+  echo "The router's own cost per call at 1 client (1 partition; 1/throughput, so round trip, router"
+  echo "backend, PL/Proxy and the partition's call together):"
+  echo
+  echo "| synchronous_commit | direct (µs/call) | through the router (µs/call) | the router adds (µs) |"
+  echo "|---|---:|---:|---:|"
+  for sync in on off; do
+    d=$(micros "${tps[$sync,1,direct]}")
+    r=$(micros "${tps[$sync,1,r1]}")
+    echo "| $sync | $d | $r | $((r - d)) |"
+  done
+  echo
+  echo "A refused call ($REFUSALS in one session, $((REFUSALS / 10)) through the router with throws => true; in a PL/pgSQL"
+  echo "loop that catches PT429):"
+  echo
+  echo "| | throws => false (µs/call) | throws => true (µs/call) |"
+  echo "|---|---:|---:|"
+  echo "| direct | $refused_direct | $refused_direct_throws |"
+  echo "| through the router | $refused_r1 | $refused_r1_throws |"
+} >"$OUT"
+rm -rf "$WORK"
+cat "$OUT"

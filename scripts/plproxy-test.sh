@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# Tests ratelimit_proxy: the ratelimit API in a router database, routed by
+# PL/Proxy (Debian: postgresql-15-plproxy, installed here if missing) to
+# partition databases that each have the ratelimit extension. Two cases:
+#
+#   1. one cluster: the router database `router` and 4 partition databases
+#      rl_p0 .. rl_p3 in the throwaway cluster scripts/test.sh started
+#      (CLUSTER_DIR, PGHOST and PGPORT set; the extensions installed), or in
+#      one this script starts when run alone;
+#   2. separate clusters: the router database `router_clusters` in that
+#      cluster, and partition i in a throwaway cluster of its own (each its
+#      own postmaster, on a unix socket in its own temp dir).
+#
+# In each case:
+#   - pg_regress runs test/plproxy/sql/router.sql (every function through the
+#     router, each key's row on exactly one partition, definitions on every
+#     partition, SQLSTATEs such as PT429 and 22023 through the router,
+#     limit_all across partitions refused with 0A000) and app_pattern.sql (the
+#     app's function routed to the partition of its key, examples/plproxy),
+#     with the partitions' clocks frozen;
+#   - the hot-key exact bound through the router: pgbench, 16 clients, 400
+#     calls on one key of a token bucket of capacity 200 that refills 250
+#     tokens in 100 years. Exactly 200 calls are granted (the bucket holds
+#     200 tokens and refills far less than one during the run; a refusal
+#     means less than one token was left, so at least 200 were taken), and
+#     the one partition that owns the key holds its row, emptied.
+# Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
+# cluster: every limit keeps its state, on its own partition. And, in case 2,
+# a stopped partition: the keys it owns fail with a connection error naming
+# it, every other key works, in a router session that had connections open
+# and at the next attempt; after a restart it works again in that session.
+#
+# Every cluster this script starts is stopped with pg_ctl on exit, on
+# failure too. The databases it creates in the main cluster stay there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
+ensure_packages
+
+PARTITIONS=4
+# The partitions run the ratelimit version whose API ratelimit_proxy mirrors.
+API_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit_proxy.control)
+PART_DIRS=()
+OWN_CLUSTER=0
+WORK=""
+
+# Stops the partition clusters (and the main one, if this script started
+# it). They are thrown away, so without a shutdown checkpoint (-m immediate):
+# flushing the databases the test created takes seconds on a busy disk.
+cleanup() {
+  local dir
+  for dir in "${PART_DIRS[@]}"; do
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$dir"
+  done
+  [ -n "$WORK" ] && rm -rf "$WORK"
+  if [ "$OWN_CLUSTER" -eq 1 ]; then stop_cluster; fi
+}
+trap cleanup EXIT
+
+if [ -z "${CLUSTER_DIR:-}" ]; then
+  start_cluster
+  OWN_CLUSTER=1
+fi
+WORK=$(mktemp -d /tmp/ratelimit-plproxy.XXXXXX)
+chmod 755 "$WORK"
+
+# Prints a progress line with the seconds since the script started.
+say() { echo "-- [${SECONDS}s] $*"; }
+
+psql_in() { PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+failed=0
+# Records one check: its name, the value expected and the value found.
+check() {
+  if [ "$2" = "$3" ]; then
+    echo "   ok   $1"
+  else
+    echo "   FAIL $1: expected '$2', got '$3'"
+    failed=1
+  fi
+}
+
+# Creates partition database rl_p$1 with the ratelimit extension (the
+# version ratelimit_proxy mirrors) and the app pattern's table and
+# function, on the server at socket dir $2.
+create_partition_db() {
+  local i=$1 host=$2
+  psql_in -h "$host" -d postgres -c "DROP DATABASE IF EXISTS rl_p$i" -c "CREATE DATABASE rl_p$i"
+  psql_in -h "$host" -d "rl_p$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'" -f examples/plproxy/partition.sql
+}
+
+# Creates router database $1 whose server ratelimit has the partitions at
+# the socket dirs given as the other arguments (database rl_p<i> in each).
+create_router_db() {
+  local db=$1 options="" i=0 host
+  shift
+  for host in "$@"; do
+    options+="${options:+, }p$i 'dbname=rl_p$i host=$host port=5432'"
+    i=$((i + 1))
+  done
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+  psql_in -d "$db" <<SQL
+CREATE EXTENSION plproxy;
+CREATE EXTENSION ratelimit_proxy;
+CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options);
+CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres');
+\i examples/plproxy/router.sql
+SQL
+}
+
+# Freezes (or, with an empty $1, unfreezes) the clock of every partition
+# database for new sessions; the socket dirs are the other arguments.
+set_partition_clock() {
+  local now=$1 i=0 host
+  shift
+  for host in "$@"; do
+    if [ -n "$now" ]; then
+      psql_in -h "$host" -d postgres -c "ALTER DATABASE rl_p$i SET ratelimit.now = '$now'"
+    else
+      psql_in -h "$host" -d postgres -c "ALTER DATABASE rl_p$i RESET ratelimit.now"
+    fi
+    i=$((i + 1))
+  done
+}
+
+# Runs the pg_regress tests of test/plproxy against router database $1.
+run_regress() {
+  local db=$1 out="$WORK/regress-$1"
+  local pg_regress
+  pg_regress=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
+  if ! "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" \
+       --inputdir=test/plproxy --outputdir="$out" router app_pattern; then
+    cat "$out/regression.diffs" 2>/dev/null || true
+    failed=1
+  fi
+}
+
+# The hot-key exact bound through router database $1, whose partitions are
+# at the socket dirs given as the other arguments.
+run_hot_key() {
+  local db=$1 capacity=200 clients=16 per_client=25
+  shift
+  local hosts=("$@")
+  local config="{\"kind\": \"token bucket\", \"rate\": 250, \"period\": \"36500 days\", \"capacity\": $capacity}"
+  psql_in -d "$db" -c "CREATE TABLE hot_calls (ok boolean NOT NULL)"
+  echo "INSERT INTO hot_calls SELECT r.ok FROM ratelimit_limit('hot', 'key', '$config') AS r;" >"$WORK/hot.sql"
+  if ! "$PG_BINDIR/pgbench" -n -c $clients -j 2 -t $per_client -f "$WORK/hot.sql" "$db" >"$WORK/pgbench.log" 2>&1; then
+    cat "$WORK/pgbench.log"
+    check "pgbench through the router ($db)" "exit 0" "failed"
+    return
+  fi
+  local calls granted owner
+  calls=$(psql_in -At -d "$db" -c "SELECT count(*) FROM hot_calls")
+  granted=$(psql_in -At -d "$db" -c "SELECT count(*) FILTER (WHERE ok) FROM hot_calls")
+  owner=$(psql_in -At -d "$db" -c "SELECT ratelimit_partition('hot', 'key')")
+  check "hot key: $((clients * per_client)) calls made" $((clients * per_client)) "$calls"
+  check "hot key: $capacity granted, exactly the capacity" $capacity "$granted"
+  # Per partition: the owner holds one row of the key with less than one
+  # token (200 taken), the others none.
+  local i rows
+  for i in "${!hosts[@]}"; do
+    rows=$(psql_in -At -h "${hosts[$i]}" -d "rl_p$i" \
+      -c "SELECT count(*) || ' ' || coalesce(bool_and(value < 1 AND value >= 0), false) FROM ratelimit_state WHERE name = 'hot'")
+    if [ "$i" = "$owner" ]; then
+      check "hot key: partition $i (its owner) holds its emptied row" "1 true" "$rows"
+    else
+      check "hot key: partition $i holds no row of it" "0 false" "$rows"
+    fi
+  done
+}
+
+# Stops partition $1 of the separate clusters and checks that only its
+# keys fail, with a connection error naming it, in a router session whose
+# connections were open and in a new one; then restarts it.
+run_stopped_partition() {
+  local down=$1 db=router_clusters
+  local dir=${PART_DIRS[$down]}
+  local ctl="$PG_BINDIR/pg_ctl -D $dir/data -l $dir/server.log -w"
+  [ "$(id -u)" -eq 0 ] && ctl="runuser -u postgres -- $ctl"
+  local config='{"kind": "token bucket", "rate": 1000, "period": 1000}'
+  # One pass: each of 40 keys once; prints the verdict and one message.
+  local pass="
+TRUNCATE outcomes RESTART IDENTITY;
+DO \$\$
+DECLARE k text;
+BEGIN
+  FOR g IN 1..40 LOOP
+    k := 'k' || g;
+    BEGIN
+      PERFORM ratelimit_limit('down', k, '$config');
+      INSERT INTO outcomes (key, partition) VALUES (k, ratelimit_partition('down', k));
+    EXCEPTION WHEN OTHERS THEN
+      INSERT INTO outcomes (key, partition, error) VALUES (k, ratelimit_partition('down', k), SQLSTATE || ': ' || SQLERRM);
+    END;
+  END LOOP;
+END \$\$;
+SELECT 'verdict', count(*) FILTER (WHERE partition = $down),
+       count(*) FILTER (WHERE partition = $down AND error LIKE '%[rl_p$down]%'),
+       count(*) FILTER (WHERE partition <> $down),
+       count(*) FILTER (WHERE partition <> $down AND error IS NULL)
+FROM outcomes;
+SELECT 'message', error FROM outcomes WHERE partition = $down ORDER BY id LIMIT 1;"
+  local out
+  out=$(psql_in -At -F '|' -d "$db" 2>&1 <<SQL
+SET client_min_messages = warning;
+CREATE TEMP TABLE outcomes (id serial, key text, partition integer, error text);
+SELECT 'warm', count(*) FROM generate_series(1, 40) AS g, ratelimit_limit('down', 'k' || g, '$config') AS r WHERE r.ok;
+\! $ctl -m fast stop >/dev/null
+$pass
+$pass
+DO \$\$
+BEGIN
+  PERFORM ratelimit_define('down', '$config');
+  RAISE NOTICE 'defined';
+EXCEPTION WHEN OTHERS THEN
+  INSERT INTO outcomes (key, error) VALUES ('define', SQLERRM);
+END \$\$;
+SELECT 'define', error LIKE '%[rl_p$down]%' FROM outcomes WHERE key = 'define';
+\! $ctl start -o "-c listen_addresses='' -k $dir -p 5432" >/dev/null
+$pass
+SQL
+  ) || { echo "$out"; check "stopped partition session" "exit 0" "failed"; return; }
+  local verdicts
+  verdicts=$(echo "$out" | awk -F'|' '$1 == "verdict" { print $2 " " $3 " " $4 " " $5 }')
+  echo "$out" | awk -F'|' '$1 == "message" { print "     partition '"$down"' down: " $2 }' | head -2
+  local owned others
+  owned=$(echo "$verdicts" | head -1 | cut -d' ' -f1)
+  others=$(echo "$verdicts" | head -1 | cut -d' ' -f3)
+  check "warm session before the stop: all 40 granted" "warm|40" "$(echo "$out" | grep '^warm')"
+  check "stopped partition $down: both passes' errors are connection errors" 2 \
+    "$(echo "$out" | grep -c '^message|.*connection')"
+  check "stopped partition $down, session with open connections: its $owned keys fail naming it, the other $others work" \
+    "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 1p)"
+  check "stopped partition $down, next attempt (reconnecting): the same" \
+    "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 2p)"
+  check "stopped partition $down: ratelimit_define (on every partition) fails naming it" \
+    "define|t" "$(echo "$out" | grep '^define')"
+  check "partition $down restarted: every key works again in the same session" \
+    "$owned 0 $others $others" "$(echo "$verdicts" | sed -n 3p)"
+}
+
+# Doubles the partitions of a router from 2 to 4 by the procedure of
+# docs/scale-out.md (each old partition copied to its twin, the server's new
+# options added, then each partition deletes the rows it no longer owns,
+# with the hash computed on the partition), in the main cluster, and checks
+# through the router that every limit kept its state on exactly one
+# partition, its own.
+run_reshard() {
+  local config='{"kind": "token bucket", "rate": 1, "period": "3650 days", "capacity": 5}'
+  local i
+  for i in 0 1 2 3; do
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_r$i" -c "CREATE DATABASE rl_r$i"
+    psql_in -d "rl_r$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
+  done
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_reshard" -c "CREATE DATABASE router_reshard"
+  psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$PGHOST port=$PGPORT', p1 'dbname=rl_r1 host=$PGHOST port=$PGPORT')" \
+    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" \
+    -c "SELECT ratelimit_define('r', '$config')" \
+    -c "SELECT count(*) FROM generate_series(1, 40) AS g, ratelimit_limit('r', 'k' || g, count => 2) AS r WHERE r.ok" \
+    -c "SELECT ratelimit_limit('r', NULL, count => 3)" >/dev/null
+  # 1. Each old partition i copied to i + 2 (calls stopped: none are made).
+  for i in 0 1; do
+    for table in ratelimit_state ratelimit_definition; do
+      psql_in -d "rl_r$i" -c "COPY $table TO STDOUT" | psql_in -d "rl_r$((i + 2))" -c "COPY $table FROM STDIN"
+    done
+  done
+  # 2. The router switched to 4 partitions.
+  psql_in -d router_reshard -c "ALTER SERVER ratelimit OPTIONS (ADD p2 'dbname=rl_r2 host=$PGHOST port=$PGPORT', ADD p3 'dbname=rl_r3 host=$PGHOST port=$PGPORT')"
+  # 3. Each partition deletes the rows it no longer owns.
+  for i in 0 1 2 3; do
+    psql_in -d "rl_r$i" -c "DELETE FROM ratelimit_state
+      WHERE (('x' || left(md5(octet_length(name) || ':' || name || coalesce('=' || key, '')), 8))::bit(32)::integer & 3) <> $i"
+  done
+  local rows
+  rows=$(psql_in -At -d router_reshard <<'SQL'
+CREATE FUNCTION pg_temp.rows_where() RETURNS TABLE (db text, name text, key text, value double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT current_database()::text AS db, s.name, s.key, s.value FROM public.ratelimit_state AS s;
+$$;
+SELECT ratelimit_partitions(), count(*), count(DISTINCT db),
+       count(*) FILTER (WHERE db = 'rl_r' || ratelimit_partition(name, key)),
+       count(*) FILTER (WHERE value = CASE WHEN key IS NULL THEN 2 ELSE 3 END)
+FROM pg_temp.rows_where();
+SELECT count(*) FILTER (WHERE floor(v.value) = 3) FROM generate_series(1, 40) AS g, ratelimit_value('r', 'k' || g) AS v;
+SQL
+  )
+  check "resharding 2 -> 4: partitions, rows, partitions used, rows on their own partition, state kept" \
+    "4|41|4|41|41" "$(echo "$rows" | sed -n 1p)"
+  check "resharding 2 -> 4: every key's value through the router (its defined config, copied too)" \
+    "40" "$(echo "$rows" | sed -n 2p)"
+}
+
+start_partition_clusters() {
+  local template="$WORK/template" i dir
+  mkdir "$template"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$template"
+  as_cluster_user "$PG_BINDIR/initdb" -D "$template/data" -A trust -U postgres --no-sync >/dev/null
+  for i in $(seq 0 $((PARTITIONS - 1))); do
+    dir=$(mktemp -d "/tmp/ratelimit-partition$i.XXXXXX")
+    chmod 755 "$dir"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+    as_cluster_user cp -a "$template/data" "$dir/data"
+    PART_DIRS+=("$dir")
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
+      -o "-c listen_addresses='' -k $dir -p 5432" >/dev/null
+  done
+}
+
+say "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION on the partitions"
+say "case 1: router and $PARTITIONS partition databases in one cluster"
+one_cluster=()
+for i in $(seq 0 $((PARTITIONS - 1))); do
+  create_partition_db "$i" "$PGHOST"
+  one_cluster+=("$PGHOST")
+done
+create_router_db router "${one_cluster[@]}"
+
+say "case 2: $PARTITIONS partitions in separate clusters"
+start_partition_clusters
+for i in "${!PART_DIRS[@]}"; do create_partition_db "$i" "${PART_DIRS[$i]}"; done
+create_router_db router_clusters "${PART_DIRS[@]}"
+
+for case in router router_clusters; do
+  if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_DIRS[@]}"); fi
+  say "$case: pg_regress test/plproxy (router, app_pattern), partition clocks frozen"
+  set_partition_clock '2026-01-01 00:00:00+00' "${hosts[@]}"
+  run_regress $case
+  set_partition_clock '' "${hosts[@]}"
+  say "$case: hot key through the router, exact bound"
+  run_hot_key $case "${hosts[@]}"
+done
+
+say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
+run_reshard
+
+say "router_clusters: a stopped partition"
+run_stopped_partition 2
+
+for dir in "${PART_DIRS[@]}"; do
+  CLUSTER_DIR=$dir check_server_log_for_crashes || failed=1
+done
+
+[ $failed -eq 0 ] && say "PL/Proxy router: all checks passed"
+exit $failed

@@ -1,0 +1,182 @@
+-- ratelimit_proxy in a router database, in front of 4 partitions (rl_p0 ..
+-- rl_p3, each with CREATE EXTENSION ratelimit), configured by
+-- scripts/plproxy-test.sh. The partitions' clocks are frozen at
+-- 2026-01-01 00:00:00+00 (ALTER DATABASE ... SET ratelimit.now).
+\set cfg '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}'
+
+-- Test helpers: what each partition holds, read through PL/Proxy itself.
+CREATE FUNCTION partition_rows()
+RETURNS TABLE (db text, name text, key text, shard smallint, value double precision)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT current_database()::text AS db, s.name, s.key, s.shard, s.value FROM public.ratelimit_state AS s;
+$$;
+CREATE FUNCTION partition_definitions()
+RETURNS TABLE (db text, name text, config jsonb)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT current_database()::text AS db, d.name, d.config FROM public.ratelimit_definition AS d;
+$$;
+-- The signatures of the extension's functions and type on partition 0.
+CREATE FUNCTION partition_api()
+RETURNS TABLE (object text, arguments text, result text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON 0;
+    SELECT p.proname::text AS object, pg_catalog.pg_get_function_arguments(p.oid) AS arguments,
+           pg_catalog.pg_get_function_result(p.oid) AS result
+    FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_extension AS e ON e.extnamespace = p.pronamespace
+    WHERE e.extname = 'ratelimit'
+      AND p.proname IN ('ratelimit_limit', 'ratelimit_check', 'ratelimit_value', 'ratelimit_reset',
+                        'ratelimit_refund', 'ratelimit_headers', 'ratelimit_define', 'ratelimit_undefine',
+                        'ratelimit_limit_all', 'ratelimit_cleanup')
+    UNION ALL
+    SELECT 'type ' || t.typname, string_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum), ''
+    FROM pg_catalog.pg_type AS t JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.typrelid
+    WHERE t.typname = 'ratelimit_result' AND a.attnum > 0
+    GROUP BY t.typname;
+$$;
+-- SQLSTATE and message of a statement, or 'ok'.
+CREATE FUNCTION pg_temp.outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END;
+$$;
+
+-- The router: plproxy and ratelimit_proxy, and no limit state of its own.
+SELECT extname, extversion FROM pg_extension WHERE extname IN ('plproxy', 'ratelimit_proxy') ORDER BY 1;
+SELECT count(*) AS router_tables FROM pg_class WHERE relname LIKE 'ratelimit%' AND relkind = 'r';
+SELECT ratelimit_partitions();
+
+-- The same function names, argument names, defaults and result types as the
+-- extension on the partitions (both differences are empty).
+CREATE TEMP TABLE router_api AS
+SELECT p.proname::text AS object, pg_get_function_arguments(p.oid) AS arguments, pg_get_function_result(p.oid) AS result
+FROM pg_proc AS p JOIN pg_extension AS e ON e.extnamespace = p.pronamespace
+WHERE e.extname = 'ratelimit_proxy'
+  AND p.proname IN ('ratelimit_limit', 'ratelimit_check', 'ratelimit_value', 'ratelimit_reset',
+                    'ratelimit_refund', 'ratelimit_headers', 'ratelimit_define', 'ratelimit_undefine',
+                    'ratelimit_limit_all', 'ratelimit_cleanup')
+UNION ALL
+SELECT 'type ' || t.typname, string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum), ''
+FROM pg_type AS t JOIN pg_attribute AS a ON a.attrelid = t.typrelid
+WHERE t.typname = 'ratelimit_result' AND a.attnum > 0
+GROUP BY t.typname;
+SELECT count(*) AS objects FROM router_api;
+(SELECT * FROM router_api EXCEPT SELECT * FROM partition_api())
+UNION ALL
+(SELECT * FROM partition_api() EXCEPT SELECT * FROM router_api);
+
+-- The hash: stable (these values never change), NULL key distinct from ''.
+SELECT ratelimit_hash('sendMessage', 'u1') AS u1, ratelimit_hash('sendMessage', NULL) AS global,
+       ratelimit_hash('sendMessage', '') AS empty, ratelimit_hash('', NULL) AS nothing;
+SELECT ratelimit_hash('n', 'k') = ('x' || left(md5('1:n=k'), 8))::bit(32)::integer AS documented,
+       ratelimit_hash('n', NULL) = ('x' || left(md5('1:n'), 8))::bit(32)::integer AS documented_null,
+       ratelimit_hash('né', 'ü') = ('x' || left(md5('3:né=ü'), 8))::bit(32)::integer AS bytes_not_characters;
+SELECT k, ratelimit_partition('pair', k) FROM unnest(ARRAY['a', 'b', 'c']) AS k;
+SELECT ratelimit_partition('global', NULL) AS global_null, ratelimit_partition('global', '') AS global_empty;
+
+-- ratelimit_limit: each key's row is on exactly one partition, its own, and
+-- 40 keys use every partition.
+SELECT count(*) FILTER (WHERE r.ok) AS granted
+FROM generate_series(1, 40) AS g, ratelimit_limit('spread', 'k' || g, :'cfg') AS r;
+SELECT count(*) AS rows, count(DISTINCT key) AS keys, count(DISTINCT db) AS partitions,
+       count(*) FILTER (WHERE db <> 'rl_p' || ratelimit_partition(name, key)) AS misplaced
+FROM partition_rows() WHERE name = 'spread';
+SELECT db, count(*) FROM partition_rows() WHERE name = 'spread' GROUP BY db ORDER BY db;
+-- The global limit (NULL key) and the key '' are different limits, each on its partition.
+SELECT * FROM ratelimit_limit('global', NULL, :'cfg', 2);
+SELECT * FROM ratelimit_limit('global', '', :'cfg');
+SELECT db, key IS NULL AS global, value FROM partition_rows() WHERE name = 'global' ORDER BY db;
+
+-- Every other function, routed.
+SELECT * FROM ratelimit_check('spread', 'k1', :'cfg', 4);
+SELECT * FROM ratelimit_check('spread', 'k1', :'cfg', 5);
+SELECT * FROM ratelimit_value('spread', 'k1', :'cfg');
+SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg', 4);
+SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg');
+SELECT ratelimit_headers('spread', r, :'cfg') FROM ratelimit_limit('spread', 'k1', :'cfg') AS r;
+SELECT * FROM ratelimit_refund('spread', 'k1', 2, :'cfg');
+SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg', reserve => true, count => 3);
+SELECT ratelimit_reset('spread', 'k1') AS reset, ratelimit_reset('spread', 'k1') AS again;
+SELECT count(*) AS rows_of_k1 FROM partition_rows() WHERE name = 'spread' AND key = 'k1';
+SELECT ratelimit_cleanup();
+
+-- Named limits are stored on every partition and removed from every one.
+SELECT ratelimit_define('named', :'cfg');
+SELECT db, name, config FROM partition_definitions() WHERE name = 'named' ORDER BY db;
+SELECT count(*) FILTER (WHERE r.ok) AS granted FROM generate_series(1, 12) AS g, ratelimit_limit('named', 'k' || g) AS r;
+SELECT count(DISTINCT db) AS partitions FROM partition_rows() WHERE name = 'named';
+SELECT ratelimit_headers('named', (true, NULL, NULL, 4, 12)::ratelimit_result);
+SELECT ratelimit_undefine('named') AS undefined, ratelimit_undefine('named') AS again;
+SELECT count(*) AS definitions_left FROM partition_definitions() WHERE name = 'named';
+
+-- ratelimit_limit_all: on one partition, all or nothing there ('a' and 'c'
+-- are on partition 2, 'b' on 1).
+SELECT * FROM ratelimit_limit_all(jsonb_build_array(
+    jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb, 'count', 2),
+    jsonb_build_object('name', 'pair', 'key', 'c', 'config', :'cfg'::jsonb, 'count', 5)));
+SELECT * FROM ratelimit_limit_all(jsonb_build_array(
+    jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb),
+    jsonb_build_object('name', 'pair', 'key', 'c', 'config', :'cfg'::jsonb)));
+-- Spanning partitions: 0A000, and nothing is consumed anywhere.
+\set VERBOSITY default
+SELECT * FROM ratelimit_limit_all(jsonb_build_array(
+    jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb),
+    jsonb_build_object('name', 'pair', 'key', 'b', 'config', :'cfg'::jsonb)));
+SELECT key, value FROM partition_rows() WHERE name = 'pair' ORDER BY key;
+
+-- Errors keep their SQLSTATE through the router. A remote error's message
+-- is prefixed with the function and partition; its detail and hint with
+-- "Remote". After a remote error PL/Proxy drops that connection and opens a
+-- new one at the next call, with a NOTICE.
+SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', 5, throws => true);
+SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', throws => true);
+SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg');
+SET client_min_messages = warning;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', 5, throws => true)$$) AS throws;
+SELECT pg_temp.outcome($$SELECT ratelimit_check('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', 5, throws => true)$$) AS check_throws;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 0, "period": 1000}')$$) AS bad_config;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 1, "peroid": 1000}')$$) AS unknown_field;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', -1)$$) AS negative_count;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit(NULL, 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS null_name;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit('undefined', 'k2')$$) AS not_defined;
+-- (Every partition refuses it; which one answers first varies.)
+SELECT regexp_replace(pg_temp.outcome($$SELECT ratelimit_define('bad', '{"kind": "token bucket"}')$$),
+                      '\[rl_p[0-3]\]', '[rl_pN]') AS define_bad;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('{"name": "pair"}')$$) AS not_an_array;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "kee": "c"}]')$$) AS unknown_element_field;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a"}, {"name": "pair", "key": "b"}]', throws => true)$$) AS spanning;
+SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "count": 5, "config": {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}}]', throws => true)$$) AS limit_all_throws;
+SELECT count(*) AS definitions_of_bad FROM partition_definitions() WHERE name = 'bad';
+
+-- The trade-off: a routed call commits on its partition in its own
+-- transaction, so rolling back the caller's transaction does not give the
+-- token back (the pattern of examples/plproxy keeps that property).
+BEGIN;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'k', :'cfg', 3);
+ROLLBACK;
+SELECT value FROM ratelimit_value('tx', 'k', :'cfg');
+BEGIN READ ONLY;
+SELECT ok, remaining FROM ratelimit_limit('tx', 'k', :'cfg');
+COMMIT;
+
+-- Rights as in the extension: an app role with USAGE on the server may
+-- consume; reset, refund, define, undefine and cleanup are the owner's.
+CREATE ROLE regress_rl_app;
+GRANT USAGE ON FOREIGN SERVER ratelimit TO regress_rl_app;
+SET ROLE regress_rl_app;
+SELECT ok, remaining FROM ratelimit_limit('app', 'u1', :'cfg');
+SELECT pg_temp.outcome($$SELECT ratelimit_reset('app', 'u1')$$) AS reset;
+SELECT pg_temp.outcome($$SELECT ratelimit_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define;
+SELECT pg_temp.outcome($$SELECT ratelimit_proxy_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define_directly;
+RESET ROLE;
+REVOKE USAGE ON FOREIGN SERVER ratelimit FROM regress_rl_app;
+DROP ROLE regress_rl_app;
+
+DROP FUNCTION partition_rows(), partition_definitions(), partition_api();
