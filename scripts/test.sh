@@ -19,6 +19,14 @@ passed=0
 failed=0
 record() { if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $2"; fi; }
 
+# Starts the server again if a test that crashes it could not (later stages
+# need one), and records that as a failure.
+ensure_server_running() {
+  cluster_server_running && return 0
+  record 1 "$1"
+  start_cluster_server || echo "could not start the server again"
+}
+
 ensure_packages
 # The other majors' chroots are made (if not cached) while the host's stages run.
 prefetch_major_roots $RATELIMIT_MAJORS
@@ -77,20 +85,12 @@ rc=0; build/faults_test || rc=$?
 record $rc "fault tests"
 # The crash test restarts the server itself; if it could not, later stages
 # still need one.
-if ! cluster_server_running; then
-  record 1 "server running after the fault tests"
-  start_cluster_server || echo "could not start the server again"
-fi
+ensure_server_running "server running after the fault tests"
 
 echo "== DDL under load: REINDEX CONCURRENTLY, CREATE/DROP INDEX, triggers, VACUUM FULL, CLUSTER, fillfactor while clients call; then a crash (build/ddl_load_test)"
 rc=0; build/ddl_load_test || rc=$?
 record $rc "DDL under load"
-# Its crash test restarts the server itself; if it could not, later stages
-# still need one.
-if ! cluster_server_running; then
-  record 1 "server running after the DDL-under-load tests"
-  start_cluster_server || echo "could not start the server again"
-fi
+ensure_server_running "server running after the DDL-under-load tests"
 
 echo "== sanitizers: core_tests and client_tests built with ASan+UBSan (build-asan)"
 rc=0
@@ -118,14 +118,6 @@ rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"
 
 stop_cluster
-
-# Starts the server again if a test that crashes it could not (later stages
-# need one), and records that as a failure.
-ensure_server_running() {
-  cluster_server_running && return 0
-  record 1 "$1"
-  start_cluster_server || echo "could not start the server again"
-}
 
 # The stages run against another major ($1), in its cached chroot: build
 # there with its PGXS (-Werror), its make installcheck, and the host-built
