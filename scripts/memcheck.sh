@@ -14,7 +14,8 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(test/memcheck/every_function.sql)
 trap stop_valgrind_cluster EXIT
-start_valgrind_cluster
+# Preloaded, so that ratelimit_stats' shared memory is written and read too.
+start_valgrind_cluster -c shared_preload_libraries=ratelimit
 rc=0
 for file in "${files[@]}"; do
   echo "-- memcheck: $file"

@@ -56,6 +56,10 @@ if [ $rc -ne 0 ]; then
 fi
 record $rc "make installcheck"
 
+echo "== ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
+rc=0; scripts/stats-test.sh || rc=$?
+record $rc "stats with shared memory"
+
 echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
 rc=0; scripts/memcheck.sh || rc=$?
 record $rc "memcheck"

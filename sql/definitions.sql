@@ -1,4 +1,4 @@
--- Named limits: define once, call without config; inline config wins.
+-- Named limits: define once, call without config.
 SET timezone = 'UTC';
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 
@@ -6,8 +6,11 @@ SELECT ratelimit_define('def', '{"kind": "token bucket", "rate": 3, "period": "1
 SELECT * FROM ratelimit_limit('def', 'u1');
 SELECT * FROM ratelimit_value('def', 'u1');
 SELECT * FROM ratelimit_check('def', 'u1', count => 2);
--- An inline config wins over the defined one.
+-- A defined limit belongs to its owner: an inline config for it must be the
+-- same limit as the definition (22023 otherwise, nothing consumed); the same
+-- limit written another way is accepted.
 SELECT ok, remaining FROM ratelimit_limit('def', 'u1', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}');
+SELECT ok, remaining FROM ratelimit_limit('def', 'u1', '{"kind": "token bucket", "rate": 3, "period": 60000, "capacity": 3}');
 -- Redefining replaces the config.
 SELECT ratelimit_define('def', '{"kind": "token bucket", "rate": 1, "period": "1 minute"}');
 SELECT config FROM ratelimit_definition WHERE name = 'def';

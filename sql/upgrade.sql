@@ -1,5 +1,5 @@
--- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0, and
--- from 0.2.0 straight to 0.4.0:
+-- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to
+-- 0.5.0, and from 0.2.0 straight to 0.5.0:
 -- state and definitions survive, the new objects appear, and the result
 -- matches a fresh install.
 SET timezone = 'UTC';
@@ -25,12 +25,40 @@ ALTER EXTENSION ratelimit UPDATE TO '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT ratelimit_headers('up', r) ->> 'RateLimit-Policy' AS policy FROM ratelimit_check('up', 'u') r;
 SELECT name, key, shard, kind, value FROM ratelimit_status WHERE name = 'up';
--- 0.3.0 -> 0.4.0 (the default version): SECURITY INVOKER functions.
-ALTER EXTENSION ratelimit UPDATE;
+-- 0.3.0 -> 0.4.0: SECURITY INVOKER functions.
+ALTER EXTENSION ratelimit UPDATE TO '0.4.0';
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT ok, remaining FROM ratelimit_limit('up', 'u', count => 2);
 SELECT ok FROM ratelimit_limit('up', 'new key');
 SELECT name, key, shard, kind, value FROM ratelimit_status WHERE name = 'up' ORDER BY key;
+-- Rows of 0.4.0 that the update to 0.5.0 marks with their kind: a defined
+-- fixed window's, and an inline-only limit's (token bucket or fixed window:
+-- either, as before).
+SELECT ratelimit_define('up-fw', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}');
+SELECT ok, remaining FROM ratelimit_limit('up-fw', 'u', count => 2);
+SELECT ok, remaining FROM ratelimit_limit('up-inline', 'u', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}', count => 3);
+SELECT ok, remaining FROM ratelimit_limit('up-sw', 'u', '{"kind": "sliding window", "rate": 5, "period": "1 hour"}', count => 1);
+SELECT ok, remaining FROM ratelimit_limit('up-tb', 'u', '{"kind": "token bucket", "rate": 5, "period": "1 hour"}', count => 4);
+-- The new library on the 0.4.0 schema reads an inline fixed window's
+-- unmarked row as its own (no override table yet).
+SELECT ok, remaining FROM ratelimit_limit('up-inline', 'u', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}');
+-- 0.4.0 -> 0.5.0 (the default version): overrides, shadow mode, stats.
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT name, key, value, prev FROM ratelimit_state WHERE name LIKE 'up%' ORDER BY name, key;
+-- Each keeps its state under its own kind.
+SELECT ok, remaining FROM ratelimit_limit('up', 'u');
+SELECT ok, remaining FROM ratelimit_limit('up-fw', 'u');
+SELECT ok, remaining FROM ratelimit_limit('up-inline', 'u', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}');
+SELECT ok, remaining FROM ratelimit_limit('up-sw', 'u', '{"kind": "sliding window", "rate": 5, "period": "1 hour"}');
+SELECT ok, remaining FROM ratelimit_limit('up-tb', 'u', '{"kind": "token bucket", "rate": 5, "period": "1 hour"}');
+SELECT name, key, value, prev FROM ratelimit_state WHERE name LIKE 'up%' ORDER BY name, key;
+-- The new objects work on the updated schema.
+SELECT ratelimit_override('up', 'u', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "capacity": 1}');
+SELECT ok FROM ratelimit_limit('up', 'u');
+SELECT ratelimit_unoverride('up', 'u');
+SELECT count(*) >= 0 AS stats_readable FROM ratelimit_stats;
+SELECT ratelimit_headers('up', r, key => 'u') ->> 'X-RateLimit-Limit' AS limit FROM ratelimit_check('up', 'u') r;
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$
@@ -43,16 +71,22 @@ JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
 UNION ALL
 SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
+WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status', 'ratelimit_override', 'ratelimit_stats')
   AND c.relnamespace = 'public'::regnamespace
 UNION ALL
 SELECT c.relname || ' relkind=' || c.relkind::text || ' replident=' || c.relreplident::text || ' public_select=' || has_table_privilege('public', c.oid, 'SELECT')
        || ' commented=' || (obj_description(c.oid, 'pg_class') IS NOT NULL)
-FROM pg_class c WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status')
+FROM pg_class c WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status', 'ratelimit_override', 'ratelimit_stats')
   AND c.relnamespace = 'public'::regnamespace
 UNION ALL
 SELECT i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
-JOIN pg_class c ON c.oid = i.indrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition')
+JOIN pg_class c ON c.oid = i.indrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_override')
+UNION ALL
+SELECT 'trigger ' || t.tgname || ' on ' || t.tgrelid::regclass::text || ' commented=' || (obj_description(t.oid, 'pg_trigger') IS NOT NULL)
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_override')
+WHERE NOT t.tgisinternal
+UNION ALL
+SELECT 'dumped ' || unnest(e.extconfig)::regclass::text FROM pg_extension e WHERE e.extname = 'ratelimit'
 $$;
 CREATE TEMP TABLE upgraded AS SELECT object FROM pg_temp.extension_objects() AS object;
 SELECT object FROM upgraded ORDER BY 1;

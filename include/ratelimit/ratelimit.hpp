@@ -144,6 +144,8 @@ class Config {
   Config& jitter(const Duration& most) { return set(&jitter_, most.json()); }
   // Random extra delay up to an interval string (so a string literal does not pick jitter(bool)).
   Config& jitter(const char* most) { return jitter(Duration(most)); }
+  // Shadow mode: refusals are answered as grants (nothing consumed) and counted in stats().
+  Config& shadow(bool enabled) { return set(&shadow_, enabled ? "true" : "false"); }
 
   // The config as JSON text, for Options::config, Limit::config, value() or define().
   std::string json() const {
@@ -154,6 +156,7 @@ class Config {
     append(&out, "start", start_);
     append(&out, "shards", shards_);
     append(&out, "jitter", jitter_);
+    append(&out, "shadow", shadow_);
     out += '}';
     return out;
   }
@@ -170,7 +173,7 @@ class Config {
   }
 
   std::string kind_, rate_, period_;
-  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_;
+  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_;
 };
 
 // How limit() and check() call: the arguments of ratelimit_limit after name and key.
@@ -479,6 +482,66 @@ inline bool undefine(pqxx::transaction_base& tx, const std::string& name,
       .at(0)
       .at(0)
       .as<bool>();
+}
+
+// Gives one key of a limit its own config (ratelimit_override; owner only unless granted): from now on
+// (name, key) uses `config`, whatever config calls pass. The key's stored tokens carry over (capped at the
+// new capacity; a new kind resets them). Transactional, like everything here.
+inline void override(pqxx::transaction_base& tx, const std::string& name, const std::string& key,
+                     const std::string& config, const std::string& schema = kDefaultSchema) {
+  detail::Params params;
+  params.text(name, "the name").text(key, "the key").text(config, "the config");
+  params.exec(tx, "SELECT " + detail::qualified(tx, schema, "ratelimit_override") +
+                      "($1::text, $2::text, $3::jsonb)");
+}
+
+// Removes a key's override (ratelimit_unoverride; owner only unless granted); true if there was one.
+inline bool unoverride(pqxx::transaction_base& tx, const std::string& name, const std::string& key,
+                       const std::string& schema = kDefaultSchema) {
+  detail::Params params;
+  params.text(name, "the name").text(key, "the key");
+  return params
+      .exec(tx, "SELECT " + detail::qualified(tx, schema, "ratelimit_unoverride") + "($1::text, $2::text)")
+      .at(0)
+      .at(0)
+      .as<bool>();
+}
+
+// One row of stats(): the decisions about one limit name since stats_reset.
+struct Stat {
+  std::optional<std::string> name{};  // nullopt: the overflow row (names past ratelimit.stats_max_names)
+  long long granted = 0;              // decisions of limit/limit_all that consumed, and refunds
+  long long refused = 0;
+  long long shadow_refused = 0;  // refusals answered as grants by a shadow limit
+  double tokens_granted = 0;     // net of refunds
+  long long lock_waits = 0;      // calls that waited for another transaction's row lock
+  TimePoint stats_reset{};
+};
+
+// The ratelimit_stats view, ordered by name (the overflow row last). Empty when the server gives the
+// extension no shared memory (before PostgreSQL 17 without shared_preload_libraries = 'ratelimit').
+inline std::vector<Stat> stats(pqxx::transaction_base& tx, const std::string& schema = kDefaultSchema) {
+  pqxx::result rows = tx.exec(
+      "SELECT name, granted, refused, shadow_refused, tokens_granted, lock_waits,"
+      " (extract(epoch FROM stats_reset) * 1000000)::int8 FROM " +
+      detail::qualified(tx, schema, "ratelimit_stats") + " ORDER BY name NULLS LAST");
+  std::vector<Stat> out(rows.size());
+  for (pqxx::result::size_type i = 0; i < rows.size(); ++i) {
+    const pqxx::row& row = rows[i];
+    if (!row[0].is_null()) out[i].name = row[0].as<std::string>();
+    out[i].granted = row[1].as<long long>();
+    out[i].refused = row[2].as<long long>();
+    out[i].shadow_refused = row[3].as<long long>();
+    out[i].tokens_granted = row[4].as<double>();
+    out[i].lock_waits = row[5].as<long long>();
+    out[i].stats_reset = TimePoint(std::chrono::microseconds(row[6].as<long long>()));
+  }
+  return out;
+}
+
+// Empties the ratelimit_stats view (ratelimit_stats_reset; owner only unless granted).
+inline void stats_reset(pqxx::transaction_base& tx, const std::string& schema = kDefaultSchema) {
+  tx.exec("SELECT " + detail::qualified(tx, schema, "ratelimit_stats_reset") + "()");
 }
 
 // Several limits, all or nothing (ratelimit_limit_all): one row per limit in input order; if any row is

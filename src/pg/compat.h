@@ -20,6 +20,9 @@ extern "C" {
 #if PG_VERSION_NUM >= 160000
 #include "parser/parse_relation.h"
 #endif
+#if PG_VERSION_NUM >= 170000
+#include "storage/dsm_registry.h"
+#endif
 }
 
 namespace ratelimit_pg {
@@ -134,6 +137,21 @@ inline double RandomUnit() {
   return pg_prng_double(&pg_global_prng_state);
 #else
   return static_cast<double>(random()) / (static_cast<double>(MAX_RANDOM_VALUE) + 1.0);
+#endif
+}
+
+// Shared memory for a library loaded after server start, by name: the
+// dynamic shared memory registry (GetNamedDSMSegment) from 17; nullptr
+// before (there, only shared_preload_libraries gets shared memory).
+inline void* NamedSharedSegment(const char* name, size_t size, void (*init)(void*), bool* found) {
+#if PG_VERSION_NUM >= 170000
+  return GetNamedDSMSegment(name, size, init, found);
+#else
+  (void)name;
+  (void)size;
+  (void)init;
+  *found = false;
+  return nullptr;
 #endif
 }
 

@@ -2,15 +2,19 @@
 // inline jsonb nor looks up its named definition every time.
 //
 // Inline configs are keyed by their jsonb bytes (jsonb is normalised: equal
-// documents have equal bytes). Named configs are keyed by name and carry the
-// definitions generation they were read in (definitions.cpp): any change to
-// the definition table makes every backend's named entries stale.
+// documents have equal bytes). Named configs (and names without one) are
+// keyed by name and carry the definitions generation they were read in
+// (definitions.cpp): any change to the definition table makes every
+// backend's named entries stale. ResolveConfig puts a call's config
+// together: override, inline, definition.
 #include <cstring>
 
 #include "pg_adapter.h"
+#include "policy.h"
 
 extern "C" {
 #include "common/hashfn.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 }
 
@@ -26,31 +30,40 @@ struct CacheEntry {
   EntryKind kind;
   uint64 generation;  // named entries: the definitions generation read in
   int key_len;
-  char* key;  // in cache_context
+  char* key;     // in cache_context
+  bool defined;  // named entries: false for a name without a definition
   LimitConfig config;
 };
 
-CacheEntry entries[kCacheSlots];
+// One table per kind of entry: a call looks up both its inline config and
+// its name (the owner rule), which must never evict each other.
+CacheEntry entries[2][kCacheSlots];
 MemoryContext cache_context = nullptr;
 
-int SlotFor(EntryKind kind, const char* key, int len) {
-  uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(key), len) ^ static_cast<uint32>(kind);
-  return static_cast<int>(hash % kCacheSlots);
+CacheEntry& SlotFor(EntryKind kind, const char* key, int len) {
+  uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(key), len);
+  return entries[kind == EntryKind::kNamed ? 1 : 0][hash % kCacheSlots];
 }
 
-// The cached config of `key`; named entries only if read in `generation`.
-const LimitConfig* Find(EntryKind kind, const char* key, int len, uint64 generation) {
-  const CacheEntry& entry = entries[SlotFor(kind, key, len)];
+// The cached entry of `key`; named entries only if read in `generation`.
+const CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 generation) {
+  const CacheEntry& entry = SlotFor(kind, key, len);
   if (entry.kind != kind || entry.key_len != len || std::memcmp(entry.key, key, len) != 0) return nullptr;
   if (entry.generation != generation) return nullptr;
-  return &entry.config;
+  return &entry;
 }
 
-void Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitConfig& config) {
+const LimitConfig* Find(EntryKind kind, const char* key, int len, uint64 generation) {
+  const CacheEntry* entry = FindEntry(kind, key, len, generation);
+  return entry != nullptr ? &entry->config : nullptr;
+}
+
+void Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitConfig& config,
+              bool defined = true) {
   if (len > kMaxCachedKeyBytes) return;
   if (cache_context == nullptr)
     cache_context = AllocSetContextCreate(TopMemoryContext, "ratelimit config cache", ALLOCSET_SMALL_SIZES);
-  CacheEntry& entry = entries[SlotFor(kind, key, len)];
+  CacheEntry& entry = SlotFor(kind, key, len);
   if (entry.key != nullptr) pfree(entry.key);
   entry.kind = EntryKind::kEmpty;
   entry.key = static_cast<char*>(MemoryContextAlloc(cache_context, len > 0 ? len : 1));
@@ -58,7 +71,22 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
   entry.key_len = len;
   entry.generation = generation;
   entry.config = config;
+  entry.defined = defined;
   entry.kind = kind;
+}
+
+// Raises the 22023 of an inline config that is not the defined limit.
+[[noreturn]] void RaiseNotTheDefinition(const LimitId& id) {
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+       errmsg("config differs from the definition of rate limit \"%.*s\"; change it with ratelimit_define() "
+              "or one key's with ratelimit_override()",
+              EchoLength(id.name_len), id.name),
+       errdetail("A defined limit belongs to its owner: an inline config for it is accepted only when it "
+                 "is the same limit as the definition."),
+       errhint("Omit config to use the definition.")));
+  pg_unreachable();
 }
 
 }  // namespace
@@ -77,13 +105,35 @@ void InlineConfig(Jsonb* config, LimitConfig* out) {
 bool NamedConfig(const LimitId& id, LimitConfig* out) {
   // Read before the lookup: a change during it makes the entry miss next time.
   uint64 generation = DefinitionsGeneration();
-  if (const LimitConfig* cached = Find(EntryKind::kNamed, id.name, id.name_len, generation)) {
-    *out = *cached;
-    return true;
+  if (const CacheEntry* cached = FindEntry(EntryKind::kNamed, id.name, id.name_len, generation)) {
+    if (cached->defined) *out = cached->config;
+    return cached->defined;
   }
-  if (!LookupDefinedConfig(id.name_text, out)) return false;
-  Remember(EntryKind::kNamed, id.name, id.name_len, generation, *out);
-  return true;
+  LimitConfig config{};
+  bool defined = LookupDefinedConfig(id.name_text, &config);
+  // An undefined name is remembered too: inline calls ask on every call.
+  Remember(EntryKind::kNamed, id.name, id.name_len, generation, config, defined);
+  if (defined) *out = config;
+  return defined;
+}
+
+void ResolveConfig(LimitCall* call) {
+  // A change committed by another session since this transaction's last
+  // lock is seen by this call (its relcache invalidation is processed now).
+  AcceptInvalidationMessages();
+  LimitConfig defined;
+  bool has_definition = NamedConfig(call->id, &defined);
+  if (call->inline_config != nullptr) {
+    InlineConfig(call->inline_config, &call->config);
+    if (has_definition && !ratelimit::SameLimit(call->config, defined)) RaiseNotTheDefinition(call->id);
+  } else if (has_definition) {
+    call->config = defined;
+  }
+  if (LookupOverride(call->id, &call->config)) return;
+  if (call->inline_config == nullptr && !has_definition)
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                    errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
+                    errhint("Pass a config, or define the limit with ratelimit_define().")));
 }
 
 }  // namespace ratelimit_pg

@@ -22,7 +22,7 @@ namespace ratelimit_pg {
 namespace {
 
 constexpr char kValidFields[] =
-    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards and jitter.";
+    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards, jitter and shadow.";
 // Largest |microseconds| accepted from a number of milliseconds (about 146,000 years).
 constexpr double kMaxAbsMicros = 4.6e18;
 
@@ -220,6 +220,9 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
     config->shards = present ? RequireShardCount(value) : 1;
   } else if (KeyIs(key, "jitter")) {
     ApplyJitterField(value, config);
+  } else if (KeyIs(key, "shadow")) {
+    if (present && value.type != jbvBool) RaiseConfigError("shadow", "must be true or false", nullptr);
+    config->shadow = present && value.val.boolean;
   } else {
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),

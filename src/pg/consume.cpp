@@ -23,10 +23,24 @@ namespace {
 using ratelimit::ShardDecision;
 using ratelimit::ShardInput;
 
-bool KeepsPrev(const LimitConfig& config) { return config.kind == ratelimit::Kind::kSlidingWindow; }
-
 RowWrite WriteOf(const LimitCall& call, const LimitState& next, Micros idle_at) {
-  return RowWrite{next, KeepsPrev(call.config), idle_at};
+  return TaggedRow(call.config, next, idle_at);
+}
+
+// Reads a row under its lock (FOR UPDATE). A row another transaction holds
+// counts as a lock wait (ratelimit_stats) before this call waits for it.
+StoredState LockRowCountingWait(const LimitId& id) {
+  StoredState stored = ReadState(id, ReadMode::kLockSkipLocked);
+  if (!stored.busy) return stored;
+  CountLockWait(id);
+  return ReadState(id, ReadMode::kLock);
+}
+
+// LockOrCreateRow, counting a lock wait when it has to wait.
+bool LockOrCreateCountingWait(const LimitId& id, const RowWrite& initial, bool announce, StoredState* out) {
+  if (LockOrCreateRow(id, initial, false, announce, out)) return true;
+  CountLockWait(id);
+  return LockOrCreateRow(id, initial, true, announce, out);
 }
 
 LimitId ShardId(const LimitId& id, int shard) {
@@ -38,7 +52,8 @@ LimitId ShardId(const LimitId& id, int shard) {
 // ---- one row ------------------------------------------------------------
 
 Decision DecideNow(const LimitCall& call, const StoredState& stored) {
-  return ratelimit::Decide(call.config, stored.state, ClockNow(), call.origin, call.request);
+  return ratelimit::Decide(call.config, StateForKind(stored, call.config.kind), ClockNow(), call.origin,
+                           call.request);
 }
 
 // Stores a granted decision: insert for a new row, else update if the row is
@@ -55,7 +70,7 @@ bool WriteIfUnchanged(const LimitCall& call, const StoredState& stored, const De
 Decision ConsumeRowLocked(const LimitCall& call) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
-    StoredState stored = ReadState(call.id, ReadMode::kLock);
+    StoredState stored = LockRowCountingWait(call.id);
     Decision decision = DecideNow(call, stored);
     if (!decision.ok) return decision;
     RowWrite row = WriteOf(call, decision.next, decision.full_at);
@@ -100,7 +115,7 @@ void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPoin
 // Reads one shard row without a lock (no row: its initial state).
 void ReadShard(const LimitCall& call, int shard, ShardInput* out) {
   out->shard = shard;
-  out->state = ReadState(ShardId(call.id, shard), ReadMode::kUnlocked).state;
+  out->state = StateForKind(ReadState(ShardId(call.id, shard), ReadMode::kUnlocked), call.config.kind);
 }
 
 // The row a never-used row of `config` is created as: its initial state,
@@ -108,7 +123,7 @@ void ReadShard(const LimitCall& call, int shard, ShardInput* out) {
 RowWrite InitialRow(const LimitConfig& config, Micros origin) {
   LimitConfig row_config = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
   Micros now = ClockNow();
-  return RowWrite{ratelimit::InitialState(row_config, now, origin), KeepsPrev(config), now};
+  return TaggedRow(config, ratelimit::InitialState(row_config, now, origin), now);
 }
 
 // Locks one shard row, creating it in its initial state if there is none.
@@ -117,10 +132,12 @@ RowWrite InitialRow(const LimitConfig& config, Micros origin) {
 // tid receives where the locked version is.
 bool LockShard(const LimitCall& call, int shard, bool wait, ShardInput* out, ItemPointerData* tid) {
   StoredState stored;
-  bool locked =
-      LockOrCreateRow(ShardId(call.id, shard), InitialRow(call.config, call.origin), wait, true, &stored);
+  LimitId id = ShardId(call.id, shard);
+  RowWrite initial = InitialRow(call.config, call.origin);
+  bool locked = wait ? LockOrCreateCountingWait(id, initial, true, &stored)
+                     : LockOrCreateRow(id, initial, false, true, &stored);
   out->shard = shard;
-  out->state = stored.state;
+  out->state = StateForKind(stored, call.config.kind);
   *tid = stored.tid;
   return locked;
 }
@@ -231,10 +248,15 @@ Decision ConsumeSharded(const LimitCall& call) {
   }
 }
 
-// Every shard's row (shard i at index i), palloc'd.
+// Every shard's row (shard i at index i), palloc'd; a row another
+// algorithm wrote reads as no row.
 ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
-  ShardInput* all = static_cast<ShardInput*>(palloc(sizeof(ShardInput) * call.config.shards));
-  ReadAllShards(call.id, lock, call.config.shards, all);
+  int shards = call.config.shards;
+  auto* stored = static_cast<StoredState*>(palloc(sizeof(StoredState) * shards));
+  ReadAllShards(call.id, lock, shards, stored);
+  ShardInput* all = static_cast<ShardInput*>(palloc(sizeof(ShardInput) * shards));
+  for (int i = 0; i < shards; ++i) all[i] = ShardInput{i, StateForKind(stored[i], call.config.kind)};
+  pfree(stored);
   return all;
 }
 
@@ -247,7 +269,6 @@ struct LockedRow {
   Micros origin;
   LimitState current;
   bool dirty;
-  bool keep_prev;
   Micros idle_at;
   ItemPointerData tid;  // where the locked version is
 };
@@ -294,9 +315,10 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
 // unsharded row is never skipped, and takes no such lock.
 void LockEntryRow(LockedRow* row) {
   StoredState stored;
-  if (!LockOrCreateRow(row->id, InitialRow(row->config, row->origin), true, row->config.shards > 1, &stored))
+  if (!LockOrCreateCountingWait(row->id, InitialRow(row->config, row->origin), row->config.shards > 1,
+                                &stored))
     elog(ERROR, "ratelimit: a state row changed under its lock");
-  row->current = stored.state;
+  row->current = StateForKind(stored, row->config.kind);
   row->tid = stored.tid;
 }
 
@@ -314,7 +336,6 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
                             calls[i].origin,
                             LimitState{},
                             false,
-                            KeepsPrev(calls[i].config),
                             0,
                             {}};
   qsort(rows, n, sizeof(LockedRow), CompareRows);
@@ -324,7 +345,7 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
   for (int i = 0; i < distinct; ++i) LockEntryRow(&rows[i]);
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < entries[i].count; ++j) {
-      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, false, 0, {}};
+      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, 0, {}};
       void* found = std::bsearch(&key, rows, distinct, sizeof(LockedRow), CompareRows);
       entries[i].row[j] = static_cast<int>(static_cast<LockedRow*>(found) - rows);
     }
@@ -337,8 +358,7 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   if (entry.count == 1) {
     LockedRow& row = rows[entry.row[0]];
     Decision d = ratelimit::Decide(call.config, row.current, now, call.origin, call.request);
-    if (d.ok)
-      row = LockedRow{row.id, row.config, row.origin, d.next, true, row.keep_prev, d.full_at, row.tid};
+    if (d.ok) row = LockedRow{row.id, row.config, row.origin, d.next, true, d.full_at, row.tid};
     return d;
   }
   ShardInput inputs[2];
@@ -348,11 +368,15 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   for (int j = 0; d.summary.ok && j < 2; ++j) {
     if (!d.writes[j].write) continue;
     LockedRow& row = rows[entry.row[j]];
-    row = LockedRow{row.id, row.config,    row.origin,          d.writes[j].next,
-                    true,   row.keep_prev, d.writes[j].full_at, row.tid};
+    row = LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, d.writes[j].full_at, row.tid};
   }
   return d.summary;
 }
+
+// Whether an entry's answer stops the whole call: a refusal, unless its
+// limit is in shadow mode (then it is answered as granted and takes nothing;
+// a refused entry never changes its rows in DecideEntryLocked).
+bool Blocks(const LimitCall& call, const Decision& decision) { return !decision.ok && !call.config.shadow; }
 
 // Spreads the retry times of refused entries (those with jitter configured).
 void JitterAll(const LimitCall* calls, int count, Decision* out) {
@@ -381,8 +405,9 @@ Decision Check(const LimitCall& call) {
 
 ratelimit::Reading CurrentValue(const LimitCall& call) {
   if (call.config.shards <= 1)
-    return ratelimit::ValueAt(call.config, ReadState(call.id, ReadMode::kUnlocked).state, ClockNow(),
-                              call.origin);
+    return ratelimit::ValueAt(call.config,
+                              StateForKind(ReadState(call.id, ReadMode::kUnlocked), call.config.kind),
+                              ClockNow(), call.origin);
   ShardInput* all = ReadDenseShards(call, false);
   return ratelimit::TotalValueAt(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
                                  call.origin);
@@ -390,8 +415,9 @@ ratelimit::Reading CurrentValue(const LimitCall& call) {
 
 Decision RefundTokens(const LimitCall& call, double amount) {
   if (call.config.shards <= 1) {
-    StoredState stored = ReadState(call.id, ReadMode::kLock);
-    Decision decision = ratelimit::Refund(call.config, stored.state, ClockNow(), call.origin, amount);
+    StoredState stored = LockRowCountingWait(call.id);
+    Decision decision = ratelimit::Refund(call.config, StateForKind(stored, call.config.kind), ClockNow(),
+                                          call.origin, amount);
     if (stored.state.exists)
       UpdateLockedState(call.id, &stored.tid, WriteOf(call, decision.next, decision.full_at));
     return decision;
@@ -413,7 +439,7 @@ void ConsumeAll(LimitCall* calls, int count, Decision* out) {
   bool all_ok = true;
   for (int i = 0; i < count; ++i) {
     out[i] = FastDecision(calls[i], &entries[i]);
-    all_ok = all_ok && out[i].ok;
+    all_ok = all_ok && !Blocks(calls[i], out[i]);
   }
   if (!all_ok) return JitterAll(calls, count, out);  // refused from the committed state: no lock, no write
   LockedRow* rows = nullptr;
@@ -421,13 +447,13 @@ void ConsumeAll(LimitCall* calls, int count, Decision* out) {
   Micros now = ClockNow();
   for (int i = 0; i < count; ++i) {
     out[i] = DecideEntryLocked(calls[i], entries[i], rows, now);
-    all_ok = all_ok && out[i].ok;
+    all_ok = all_ok && !Blocks(calls[i], out[i]);
   }
   if (!all_ok) return JitterAll(calls, count, out);  // one refused under the locks: consume none
   for (int i = 0; i < distinct; ++i)
     if (rows[i].dirty)
       UpdateLockedState(rows[i].id, &rows[i].tid,
-                        RowWrite{rows[i].current, rows[i].keep_prev, rows[i].idle_at});
+                        TaggedRow(rows[i].config, rows[i].current, rows[i].idle_at));
 }
 
 }  // namespace ratelimit_pg

@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "pg_adapter.h"
+#include "policy.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -53,6 +54,11 @@ PG_FUNCTION_INFO_V1(ratelimit_headers_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_status_rows);
 PG_FUNCTION_INFO_V1(ratelimit_status_rows_invoker);
 PG_FUNCTION_INFO_V1(ratelimit_definitions_changed);
+PG_FUNCTION_INFO_V1(ratelimit_override);
+PG_FUNCTION_INFO_V1(ratelimit_unoverride);
+PG_FUNCTION_INFO_V1(ratelimit_stats_rows);
+PG_FUNCTION_INFO_V1(ratelimit_stats_reset);
+PG_FUNCTION_INFO_V1(ratelimit_headers_keyed);
 }
 
 namespace ratelimit_pg {
@@ -129,16 +135,11 @@ void DisconnectStorage(Oid previous_sql_role) {
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }
 
-// Resolves the config (inline, else defined: 42704 if neither), validates
-// the request against it and derives the window origin. Needs SPI.
+// Resolves the config (the key's override, else inline, else defined; see
+// ResolveConfig), validates the request against it and derives the window
+// origin. Needs SPI.
 void CompleteLimitCall(LimitCall* call) {
-  if (call->inline_config != nullptr) {
-    InlineConfig(call->inline_config, &call->config);
-  } else if (!NamedConfig(call->id, &call->config)) {
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
-                    errhint("Pass a config, or define the limit with ratelimit_define().")));
-  }
+  ResolveConfig(call);
   RaiseIfInvalid(ratelimit::ValidateRequest(call->config, call->request));
   call->origin =
       ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
@@ -204,6 +205,9 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   CompleteLimitCall(&call);
   Decision decision = consume ? Consume(call) : Check(call);
   DisconnectStorage(previous_sql_role);
+  bool shadow_refused = !decision.ok && call.config.shadow;
+  if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
+  if (consume) CountDecision(call.id, decision, call.request.count, shadow_refused);
   if (!decision.ok && throws) RaiseRateLimited(call, decision);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
@@ -288,7 +292,8 @@ ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
 }
 
 // What ratelimit_status shows of one row: its kind and value now under the
-// limit's defined config (NULL for a limit called with inline configs only).
+// key's override, else the limit's defined config (NULL for a limit called
+// with inline configs only).
 struct StatusContext {
   Tuplestorestate* store;
   TupleDesc desc;
@@ -309,8 +314,8 @@ void PutStatusRow(const StatusRow& row, void* context) {
     LimitConfig per_row = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
-    values[4] =
-        Float8GetDatum(ratelimit::ValueAt(per_row, row.stored.state, status->now, origin).value + 0.0);
+    LimitState state = StateForKind(row.stored, config.kind);
+    values[4] = Float8GetDatum(ratelimit::ValueAt(per_row, state, status->now, origin).value + 0.0);
     nulls[3] = nulls[4] = false;
   }
   values[5] = TimestampTzGetDatum(TimestamptzFromUnix(row.stored.state.ts));
@@ -354,9 +359,74 @@ Datum Define(FunctionCallInfo fcinfo) {
   LimitConfig parsed;
   ParseConfigJsonb(config, &parsed);
   Oid previous_sql_role = ConnectStorage(fcinfo);
+  // Changes of one name's definition wait for each other: each carries the
+  // rows over from the config it replaces.
+  LockDefinitionChanges();
+  LimitConfig previous;
+  bool was_defined = LookupDefinedConfig(id.name_text, &previous);
+  ApplyConfigChange(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
   UpsertDefinition(id.name_text, config);
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);
+  PG_RETURN_VOID();
+}
+
+// The config (name, key) uses now without an override of its own: the
+// definition, or nullptr when calls pass inline configs only.
+const LimitConfig* ConfigWithoutOverride(text* name, LimitConfig* buffer) {
+  return LookupDefinedConfig(name, buffer) ? buffer : nullptr;
+}
+
+// The key's override as stored now, parsed; nullptr if it has none.
+const LimitConfig* StoredOverride(const LimitId& id, LimitConfig* buffer) {
+  Jsonb* stored = ReadOverrideConfig(id.name_text, id.key_text);
+  if (stored == nullptr) return nullptr;
+  ParseConfigJsonb(stored, buffer);
+  return buffer;
+}
+
+Datum Override(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_override()");
+  RequireNotNull(fcinfo, 1, "key");
+  RequireNotNull(fcinfo, 2, "config");
+  LimitId id = IdFromArgs(fcinfo, 0, 1);
+  Jsonb* config = PG_GETARG_JSONB_P(2);
+  LimitConfig parsed;
+  ParseConfigJsonb(config, &parsed);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
+  LockOverrideChanges();
+  LimitConfig override_buffer;
+  LimitConfig definition_buffer;
+  const LimitConfig* from = StoredOverride(id, &override_buffer);
+  if (from == nullptr) from = ConfigWithoutOverride(id.name_text, &definition_buffer);
+  ApplyConfigChange(id.name_text, id.key_text, from, &parsed);
+  UpsertOverride(id.name_text, id.key_text, config);
+  InvalidateOverrides();
+  DisconnectStorage(previous_sql_role);
+  PG_RETURN_VOID();
+}
+
+Datum Unoverride(FunctionCallInfo fcinfo) {
+  RequireWritable("ratelimit_unoverride()");
+  RequireNotNull(fcinfo, 1, "key");
+  LimitId id = IdFromArgs(fcinfo, 0, 1);
+  Oid previous_sql_role = ConnectStorage(fcinfo);
+  LockOverrideChanges();
+  LimitConfig override_buffer;
+  LimitConfig definition_buffer;
+  const LimitConfig* from = StoredOverride(id, &override_buffer);
+  if (from != nullptr)
+    ApplyConfigChange(id.name_text, id.key_text, from,
+                      ConfigWithoutOverride(id.name_text, &definition_buffer));
+  bool existed = DeleteOverride(id.name_text, id.key_text);
+  InvalidateOverrides();
+  DisconnectStorage(previous_sql_role);
+  PG_RETURN_BOOL(existed);
+}
+
+Datum StatsReset(FunctionCallInfo fcinfo) {
+  (void)fcinfo;
+  ResetStats();
   PG_RETURN_VOID();
 }
 
@@ -383,6 +453,19 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
   for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
   ConsumeAll(calls, count, decisions);
   DisconnectStorage(previous_sql_role);
+  // Shadow refusals are answered as grants; an element of a call that an
+  // enforced refusal stopped only shows what it would have granted, and is
+  // counted nowhere.
+  bool consumed = true;
+  auto* shadowed = static_cast<bool*>(palloc0(sizeof(bool) * (count + 1)));
+  for (int i = 0; i < count; ++i) {
+    shadowed[i] = !decisions[i].ok && calls[i].config.shadow;
+    consumed = consumed && (decisions[i].ok || shadowed[i]);
+    if (shadowed[i]) decisions[i] = ratelimit::ShadowGrant(decisions[i]);
+  }
+  for (int i = 0; i < count; ++i)
+    if (consumed || shadowed[i] || !decisions[i].ok)
+      CountDecision(calls[i].id, decisions[i], calls[i].request.count, shadowed[i]);
   for (int i = 0; throws && i < count; ++i)
     if (!decisions[i].ok) RaiseRateLimited(calls[i], decisions[i]);
   TupleDesc desc;
@@ -401,6 +484,7 @@ Datum Refund(FunctionCallInfo fcinfo) {
   CompleteLimitCall(&call);
   Decision decision = RefundTokens(call, amount);
   DisconnectStorage(previous_sql_role);
+  CountRefund(call.id, amount);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
 
@@ -415,8 +499,10 @@ Datum DefinitionsChanged(FunctionCallInfo fcinfo) {
   return PointerGetDatum(nullptr);
 }
 
-Datum Headers(FunctionCallInfo fcinfo) {
-  LimitCall call = LimitCallFromArgs(fcinfo, 0, -1, 2, -1, -1);
+// ratelimit_headers(name, result, config[, key]): key_arg < 0 without key
+// (0.3.0's and 0.4.0's SQL).
+Datum HeadersOf(FunctionCallInfo fcinfo, int key_arg) {
+  LimitCall call = LimitCallFromArgs(fcinfo, 0, key_arg, 2, -1, -1);
   call.request.count = 0;  // headers describe any valid config
   RequireNotNull(fcinfo, 1, "result");
   ratelimit::HeaderAnswer answer = AnswerFromResult(PG_GETARG_HEAPTUPLEHEADER(1));
@@ -425,6 +511,10 @@ Datum Headers(FunctionCallInfo fcinfo) {
   DisconnectStorage(previous_sql_role);
   PG_RETURN_DATUM(HeadersJsonb(call.id, call.config, answer, ClockNow()));
 }
+
+Datum Headers(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, -1); }
+
+Datum HeadersForKey(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, 3); }
 
 Datum StatusRows(FunctionCallInfo fcinfo) {
   StatusContext status{};
@@ -476,6 +566,9 @@ void _PG_init(void) {
   ratelimit_pg::DefineClockGuc();
   ratelimit_pg::DefineErrorFormatGuc();
   ratelimit_pg::RegisterStorageInvalidation();
+  ratelimit_pg::RegisterOverridesInvalidation();
+  ratelimit_pg::DefineStatsGucs();
+  ratelimit_pg::RequestStatsSharedMemory();
   CacheRegisterSyscacheCallback(PROCOID, ratelimit_pg::OnFunctionInvalidation, 0);
   ratelimit_pg::compat::ReserveGucPrefix("ratelimit");
 }
@@ -502,6 +595,20 @@ RATELIMIT_ENTRY_POINTS(ratelimit_headers, Headers)
 RATELIMIT_ENTRY_POINTS(ratelimit_status_rows, StatusRows)
 Datum ratelimit_definitions_changed(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::DefinitionsChanged>(fcinfo);
+}
+// 0.5.0's functions: one entry point each (they never ran SECURITY DEFINER).
+Datum ratelimit_override(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Override>(fcinfo); }
+Datum ratelimit_unoverride(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::Unoverride>(fcinfo);
+}
+Datum ratelimit_stats_rows(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::StatsRows>(fcinfo);
+}
+Datum ratelimit_stats_reset(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::StatsReset>(fcinfo);
+}
+Datum ratelimit_headers_keyed(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::HeadersForKey>(fcinfo);
 }
 
 }  // extern "C"

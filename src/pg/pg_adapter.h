@@ -112,8 +112,8 @@ void EndStorageCall(Oid previous_owner);
 void RegisterStorageInvalidation();
 
 StoredState ReadState(const LimitId& id, ReadMode mode);
-// Fills out[0..shards) with shard i at index i (exists=false: no row).
-int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out);
+// Fills out[0..shards) with shard i at index i (state.exists=false: no row).
+int ReadAllShards(const LimitId& id, bool lock, int shards, StoredState* out);
 // INSERT ... ON CONFLICT DO NOTHING; false if the row existed.
 bool InsertState(const LimitId& id, const RowWrite& row);
 // Locks the row, creating it first in the state `initial` (which must
@@ -148,7 +148,7 @@ struct StatusRow {
   StoredState stored;
   bool has_idle_at;
   Micros idle_at;
-  Jsonb* config;  // the definition's config; nullptr: not a defined limit
+  Jsonb* config;  // the key's override, else the definition's config; nullptr: neither
 };
 using StatusRowSink = void (*)(const StatusRow& row, void* context);
 // Hands every state row (with its definition) to `sink`, in canonical order.
@@ -175,5 +175,62 @@ Decision Check(const LimitCall& call);
 ratelimit::Reading CurrentValue(const LimitCall& call);
 Decision RefundTokens(const LimitCall& call, double amount);
 void ConsumeAll(LimitCall* calls, int count, Decision* out);
+
+// ---- limits as data (0.5.0) ------------------------------------------------
+
+// config_cache.cpp: a call's config: the key's override, else the inline
+// config (for a defined name only the same limit as the definition: 22023),
+// else the definition (42704 if there is none).
+void ResolveConfig(LimitCall* call);
+
+// overrides.cpp: per-key overrides and their per-backend caches.
+void RegisterOverridesInvalidation();
+// ratelimit_override's oid in the extension's schema; InvalidOid before
+// the update to 0.5.0 created it.
+Oid OverrideTableOid();
+// Changes whenever any backend changes overrides (or this one, at once).
+uint64 OverridesGeneration();
+// The key's override, if it has one (cached; a name without any override
+// costs one hash lookup).
+bool LookupOverride(const LimitId& id, LimitConfig* out);
+// The stored override config of (name, key), read now; nullptr if none.
+Jsonb* ReadOverrideConfig(text* name, text* key);
+void UpsertOverride(text* name, text* key, Jsonb* config);
+bool DeleteOverride(text* name, text* key);
+// Tells every backend (at commit; this one at once) that overrides changed.
+void InvalidateOverrides();
+
+// stored_kind.cpp: which algorithm wrote a state row (carried by prev).
+enum class StoredKind { kTokenBucket, kFixedWindow, kSlidingWindow, kTokenBucketOrFixedWindow };
+StoredKind StoredKindOf(const StoredState& stored);
+bool StoredKindFits(StoredKind stored, ratelimit::Kind kind);
+// The state a call of `kind` decides on: the stored one, or no row (the
+// initial state) when another algorithm wrote it.
+LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind);
+// The row to write for `next` under `config`, its kind tagged.
+RowWrite TaggedRow(const LimitConfig& config, const LimitState& next, Micros idle_at);
+
+// config_changes.cpp: what a change of effective config does to stored
+// rows. The rows of (name, key) (key nullptr: every key of the name that
+// has no override) are locked; `from` nullptr: the old config is not known
+// (inline configs only); `to` nullptr: the new one is not. A row of
+// another kind than `to` is reset (deleted); with both known and of one
+// kind, each row is brought up to now under `from` and carried into `to`.
+void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
+// Serialize changes of definitions, or of overrides (a lock on the table
+// held to the end of the transaction; callers only read it), so each change
+// reads the config it replaces.
+void LockDefinitionChanges();
+void LockOverrideChanges();
+
+// stats.cpp: decision counters in shared memory (ratelimit_stats).
+void DefineStatsGucs();
+void RequestStatsSharedMemory();
+void CountDecision(const LimitId& id, const Decision& decision, double count, bool shadow_refused);
+void CountRefund(const LimitId& id, double amount);
+void CountLockWait(const LimitId& id);
+// ratelimit_stats_rows' rows (materialized) and ratelimit_stats_reset.
+Datum StatsRows(FunctionCallInfo fcinfo);
+void ResetStats();
 
 }  // namespace ratelimit_pg

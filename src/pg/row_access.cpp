@@ -217,7 +217,9 @@ TupleTableSlot* NewVersion(const StateTable& table, TupleTableSlot* old_slot, co
 
 // ExecSimpleRelationUpdate's steps for the version at `tid`, except that
 // the update succeeds only if that version is still the newest (false when
-// it is not, after waiting for its writer). It mirrors
+// it is not, or when another transaction holds it: this call does not wait
+// here, it waits in the row lock path, which counts the wait for
+// ratelimit_stats and decides again). It mirrors
 // ExecSimpleRelationUpdate, which cannot be called here: its
 // simple_table_tuple_update raises "tuple concurrently updated" where this
 // call must learn of it and decide again under the row lock, as ExecUpdate
@@ -235,8 +237,8 @@ bool UpdateIfNewest(RowWriter* w, ItemPointerData tid, TupleTableSlot* slot) {
   LockTupleMode lockmode;
   compat::UpdateIndexes update_indexes{};
   TM_Result result = table_tuple_update(rel, &tid, slot, w->estate->es_output_cid, w->estate->es_snapshot,
-                                        InvalidSnapshot, true, &failure, &lockmode, &update_indexes);
-  if (result == TM_Updated || result == TM_Deleted) return false;
+                                        InvalidSnapshot, false, &failure, &lockmode, &update_indexes);
+  if (result == TM_Updated || result == TM_Deleted || result == TM_BeingModified) return false;
   if (result == TM_SelfModified)
     ereport(ERROR, (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
                     errmsg("ratelimit: the state row was already modified by the current command"),

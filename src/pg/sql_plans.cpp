@@ -22,6 +22,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -45,6 +46,7 @@ const Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,        FLOAT8O
                               TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIDOID};
 const Oid kDefinitionArgTypes[] = {TEXTOID, JSONBOID};
 const Oid kCleanupArgTypes[] = {TIMESTAMPTZOID};
+const Oid kOverrideArgTypes[] = {TEXTOID, TEXTOID, JSONBOID};
 
 #define RATELIMIT_STATE_COLUMNS \
   "value::pg_catalog.float8, ts::pg_catalog.timestamptz, prev::pg_catalog.float8"
@@ -101,6 +103,16 @@ const StatementSpec kSpecs[] = {
     {1, kCleanupArgTypes,
      "DELETE FROM {schema}.ratelimit_state WHERE ctid = ANY (ARRAY(SELECT ctid FROM {schema}.ratelimit_state"
      " WHERE idle_at <= $1 FOR UPDATE SKIP LOCKED)) AND idle_at <= $1"},
+    // kOverrideLookup
+    {2, kOverrideArgTypes, "SELECT config FROM {schema}.ratelimit_override WHERE name = $1 AND key = $2"},
+    // kOverrideUpsert
+    {3, kOverrideArgTypes,
+     "INSERT INTO {schema}.ratelimit_override (name, key, config) VALUES ($1, $2, $3)"
+     " ON CONFLICT (name, key) DO UPDATE SET config = EXCLUDED.config"},
+    // kOverrideDelete
+    {2, kOverrideArgTypes, "DELETE FROM {schema}.ratelimit_override WHERE name = $1 AND key = $2"},
+    // kOverrideNames
+    {0, kOverrideArgTypes, "SELECT name, key FROM {schema}.ratelimit_override"},
 };
 static_assert(sizeof kSpecs / sizeof kSpecs[0] == static_cast<int>(Statement::kCount),
               "one statement per enum value");
@@ -254,6 +266,17 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
   int rc = SPI_execute_plan(plan, values, nulls, false, limit);
   LeaveSqlScope(scope);
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+}
+
+void ExecuteStatementLatest(Statement statement, Datum* values, const char* nulls, int expected, long limit) {
+  CheckPlanFacts();
+  SPIPlanPtr& plan = plans[static_cast<int>(statement)][0];
+  if (plan == nullptr) plan = KeepPlan(statement, false);
+  SqlScope scope = EnterSqlScope();
+  int rc =
+      SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot, false, false, limit);
+  LeaveSqlScope(scope);
+  if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 }
 
 const char* QuotedSchema() {

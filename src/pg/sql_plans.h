@@ -26,6 +26,10 @@ enum class Statement {
   kDefinitionUpsert,
   kDefinitionDelete,
   kCleanup,
+  kOverrideLookup,
+  kOverrideUpsert,
+  kOverrideDelete,
+  kOverrideNames,
   kCount
 };
 constexpr int kStateStatementCount = static_cast<int>(Statement::kDefinitionLookup);
@@ -50,6 +54,11 @@ void LeaveSqlScope(const SqlScope& scope);
 // null_key chooses the state statements' variant.
 void ExecuteStatement(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
                       long limit);
+// ExecuteStatement with the latest snapshot instead of the transaction's:
+// what a config lookup reads, so that a config cached until the next
+// invalidation is never older than that invalidation (also under
+// REPEATABLE READ, whose transaction snapshot may predate it).
+void ExecuteStatementLatest(Statement statement, Datum* values, const char* nulls, int expected, long limit);
 // Whether the installed schema has the statement (cleanup needs idle_at, 0.2.0 on).
 bool HasStatement(Statement statement);
 // The extension's schema, quoted for SQL text.

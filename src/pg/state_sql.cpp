@@ -118,8 +118,11 @@ bool InsertState(const LimitId& id, const RowWrite& row) {
   return SPI_processed == 1;
 }
 
-int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInput* out) {
-  for (int i = 0; i < shards; ++i) out[i] = ratelimit::ShardInput{i, LimitState{}};
+int ReadAllShards(const LimitId& id, bool lock, int shards, StoredState* out) {
+  for (int i = 0; i < shards; ++i) {
+    out[i] = StoredState{};
+    out[i].prev_is_null = true;
+  }
   Datum values[3];
   char nulls[3];
   FillIdParams(id, 0, values, nulls);
@@ -132,7 +135,7 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, ratelimit::ShardInpu
     // Left over from a config with more shards, or (negative) written by
     // someone who replaced the shard CHECK: not one of this call's shards.
     if (shard < 0 || shard >= shards) continue;
-    out[shard].state = StoredStateFromRow(row, 2, false).state;
+    out[shard] = StoredStateFromRow(row, 2, false);
     ++found;
   }
   SPI_freetuptable(SPI_tuptable);
@@ -158,12 +161,18 @@ int64 DeleteIdleStates(Micros now) {
 // A cursor fetches a batch at a time, so a big table is never all in memory.
 void ScanStatusRows(StatusRowSink sink, void* context) {
   const char* schema = QuotedSchema();
+  // The config each row is used with: the key's override, else the
+  // definition (the override table exists from 0.5.0).
+  char* overrides =
+      OidIsValid(OverrideTableOid())
+          ? psprintf(" LEFT JOIN %s.ratelimit_override o ON o.name = s.name AND o.key = s.key", schema)
+          : pstrdup("");
   char* sql = psprintf(
       "SELECT s.name, s.key, s.shard, s.value::pg_catalog.float8, s.ts::pg_catalog.timestamptz,"
-      " s.prev::pg_catalog.float8, s.idle_at, d.config"
-      " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name"
+      " s.prev::pg_catalog.float8, s.idle_at, %s"
+      " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name%s"
       " ORDER BY s.name, s.key NULLS FIRST, s.shard",
-      schema, schema);
+      overrides[0] != '\0' ? "coalesce(o.config, d.config)" : "d.config", schema, schema, overrides);
   SqlScope scope = EnterSqlScope();  // the rows are formed in it too: no caller code runs there
   Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
   // What one batch detoasts or copies is freed with it.

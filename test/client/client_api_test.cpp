@@ -325,15 +325,17 @@ TEST_F(ApiTest, Headers) {
 
   const std::string reserving =
       ratelimit::Config::token_bucket(3, hours(1)).capacity(3).max_reserved(5).json();
-  ratelimit::Result reserved = ratelimit::limit(tx, name, "r", With(reserving, 5, true));
+  // (Another name: the defined one now takes only its definition's config.)
+  ratelimit::Result reserved = ratelimit::limit(tx, name + ".r", "r", With(reserving, 5, true));
   ASSERT_TRUE(reserved.ok);
-  auto v = ratelimit::headers(tx, name, reserved, reserving, g_schema);
+  auto v = ratelimit::headers(tx, name + ".r", reserved, reserving, g_schema);
   EXPECT_EQ(HeaderValue(v, "X-RateLimit-Remaining"), "0") << "never negative";
   EXPECT_EQ(HeaderValue(v, "Retry-After"), "2400");
   tx.abort();
 }
 
-// A named config (ratelimit_define), an inline config winning over it, and undefine.
+// A named config (ratelimit_define), the same limit inline, and undefine; another inline config for a
+// defined name is 22023 (a defined limit belongs to its owner).
 TEST_F(ApiTest, NamedConfig) {
   const std::string name = Name("named");
   pqxx::work tx(Conn());
@@ -344,12 +346,103 @@ TEST_F(ApiTest, NamedConfig) {
   EXPECT_EQ(ratelimit::check(tx, name, "u", named).remaining, 1);
   EXPECT_EQ(ratelimit::limit(tx, name, "u", named).remaining, 1);
   EXPECT_EQ(ratelimit::value(tx, name, "u", std::nullopt, g_schema).value, 1);
-  EXPECT_EQ(ratelimit::limit(tx, name, "v", With(Bucket(10, 10))).remaining, 9) << "the inline config wins";
-  EXPECT_TRUE(ratelimit::undefine(tx, name, g_schema));
-  EXPECT_FALSE(ratelimit::undefine(tx, name, g_schema));
+  EXPECT_EQ(ratelimit::limit(tx, name, "v", With(Bucket(2, 2))).remaining, 1) << "the same limit inline";
   tx.commit();
+  {
+    pqxx::work other(Conn());
+    ExpectSqlError("22023", [&] { ratelimit::limit(other, name, "v", With(Bucket(10, 10))); });
+  }
+  pqxx::work tx1(Conn());
+  EXPECT_TRUE(ratelimit::undefine(tx1, name, g_schema));
+  EXPECT_FALSE(ratelimit::undefine(tx1, name, g_schema));
+  tx1.commit();
   pqxx::work tx2(Conn());
   ExpectSqlError("42704", [&] { ratelimit::limit(tx2, name, "u", named); });
+}
+
+// override() gives one key its own config, whatever the call passes; unoverride() removes it. A key's tokens
+// carry over (capped at the new capacity). Errors: a NULL-free API, so an invalid config (22023).
+TEST_F(ApiTest, OverrideAndUnoverride) {
+  const std::string name = Name("override");
+  pqxx::work tx(Conn());
+  Freeze(tx);
+  ratelimit::define(tx, name, Bucket(10, 10), g_schema);
+  ratelimit::Options named;
+  named.schema = g_schema;
+  EXPECT_EQ(ratelimit::limit(tx, name, "enterprise", named).remaining, 9);
+  ratelimit::override(tx, name, "enterprise", Bucket(1000, 1000), g_schema);
+  EXPECT_EQ(ratelimit::value(tx, name, "enterprise", std::nullopt, g_schema).value, 9)
+      << "tokens carried over";
+  EXPECT_EQ(ratelimit::limit(tx, name, "enterprise", With(Bucket(10, 10))).remaining, 8)
+      << "the override wins over the inline config";
+  EXPECT_EQ(ratelimit::limit(tx, name, "basic", named).remaining, 9);
+  ratelimit::override(tx, name, "enterprise", Bucket(5, 5), g_schema);
+  EXPECT_EQ(ratelimit::value(tx, name, "enterprise", std::nullopt, g_schema).value, 5) << "capped";
+  auto h =
+      ratelimit::headers(tx, name, ratelimit::check(tx, name, "enterprise", named), std::nullopt, g_schema);
+  EXPECT_EQ(HeaderValue(h, "X-RateLimit-Limit"), "10") << "headers without a key describe the definition";
+  EXPECT_TRUE(ratelimit::unoverride(tx, name, "enterprise", g_schema));
+  EXPECT_FALSE(ratelimit::unoverride(tx, name, "enterprise", g_schema));
+  EXPECT_EQ(ratelimit::value(tx, name, "enterprise", std::nullopt, g_schema).value, 5);
+  tx.commit();
+  pqxx::work tx2(Conn());
+  ExpectSqlError("22023", [&] {
+    ratelimit::override(tx2, name, "k", R"({"kind": "token bucket", "rate": 0})", g_schema);
+  });
+}
+
+// Config::shadow(true): a call that would be refused is answered ok, without retry_after, consumes nothing
+// and does not throw even with throws = true.
+TEST_F(ApiTest, ShadowMode) {
+  const std::string name = Name("shadow");
+  const std::string config = ratelimit::Config::token_bucket(1, hours(1)).shadow(true).json();
+  EXPECT_EQ(config, R"({"kind": "token bucket", "rate": 1, "period": 3600000, "shadow": true})");
+  pqxx::work tx(Conn());
+  Freeze(tx);
+  EXPECT_TRUE(ratelimit::limit(tx, name, "k", With(config)).ok);
+  ratelimit::Result shadowed = ratelimit::limit(tx, name, "k", With(config, 1, false, true));
+  EXPECT_TRUE(shadowed.ok);
+  EXPECT_FALSE(shadowed.retry_after);
+  EXPECT_EQ(ratelimit::value(tx, name, "k", config, g_schema).value, 0) << "nothing consumed";
+  tx.abort();
+}
+
+// stats(): the ratelimit_stats view. With shared memory (shared_preload_libraries = 'ratelimit', as
+// scripts/stats-test.sh runs this test, or PostgreSQL 17 on) it counts this test's decisions; without, it is
+// empty.
+TEST_F(ApiTest, Stats) {
+  const std::string name = Name("stats");
+  pqxx::work tx(Conn());
+  // Shared memory: the preload, or the dynamic shared memory registry of PostgreSQL 17 on.
+  const bool preloaded = tx.exec1(
+                               "SELECT current_setting('shared_preload_libraries') LIKE '%ratelimit%'"
+                               " OR current_setting('server_version_num')::int >= 170000")[0]
+                             .as<bool>();
+  Freeze(tx);
+  const std::string config = Bucket(2, 2);
+  ratelimit::limit(tx, name, "k", With(config, 1.5));
+  ratelimit::limit(tx, name, "k", With(config));
+  ratelimit::limit(tx, name, "k", With(ratelimit::Config::token_bucket(2, hours(1)).shadow(true).json()));
+  tx.commit();
+  pqxx::work tx2(Conn());
+  std::vector<ratelimit::Stat> stats = ratelimit::stats(tx2, g_schema);
+  if (!preloaded) {
+    EXPECT_TRUE(stats.empty()) << "no shared memory: the view is empty";
+    return;
+  }
+  const ratelimit::Stat* mine = nullptr;
+  for (const ratelimit::Stat& stat : stats)
+    if (stat.name == name) mine = &stat;
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->granted, 1);
+  EXPECT_EQ(mine->refused, 1);
+  EXPECT_EQ(mine->shadow_refused, 1);
+  EXPECT_EQ(mine->tokens_granted, 1.5);
+  EXPECT_EQ(mine->lock_waits, 0);
+  EXPECT_LE(mine->stats_reset, std::chrono::time_point_cast<microseconds>(std::chrono::system_clock::now()));
+  ratelimit::stats_reset(tx2, g_schema);
+  for (const ratelimit::Stat& stat : ratelimit::stats(tx2, g_schema)) EXPECT_NE(stat.name, name);
+  tx2.commit();
 }
 
 // Fractional counts reach the server exactly (limit's float8 and limit_all's numeric parameters alike).

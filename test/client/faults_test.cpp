@@ -1048,6 +1048,8 @@ TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
     EXPECT_TRUE(limit(tx, uses[8], 2)[0].as<bool>());
     EXPECT_TRUE(limit(tx, uses[9], 0.1)[0].as<bool>());
     EXPECT_TRUE(limit(tx, uses[9], 1.7)[0].as<bool>());
+    // A per-key override (0.5.0): bob's row is carried into it.
+    tx.exec_params1("SELECT " + Fn("ratelimit_override") + "($1, 'bob', $2::jsonb)", defined, SlowBucket(7));
     tx.commit();
   }
   const std::vector<std::string> src_rows = StateRows(*s, "");
@@ -1078,6 +1080,16 @@ TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
   auto d = Connect(dst);
   EXPECT_EQ(StateRows(*d, ""), src_rows) << "source:" << Describe(src_rows);
   EXPECT_EQ(definitions(*d), src_definitions);
+  {
+    const std::string overrides_sql =
+        "SELECT string_agg(name || ' ' || key || ' ' || config::text, ', ' ORDER BY name, key) FROM "
+        "public.ratelimit_override";
+    pqxx::nontransaction tx(*d);
+    pqxx::nontransaction stx(*s);
+    EXPECT_EQ(tx.exec1(overrides_sql)[0].as<std::string>(""),
+              stx.exec1(overrides_sql)[0].as<std::string>(""));
+    EXPECT_NE(stx.exec1(overrides_sql)[0].as<std::string>(""), "") << "the override is in the source";
+  }
   {
     pqxx::nontransaction tx(*d);
     pqxx::nontransaction stx(*s);

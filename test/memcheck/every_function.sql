@@ -123,3 +123,30 @@ SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
   jsonb_build_object('name', 'mc_sh', 'config', :sh::jsonb)));
 SELECT count(*) FROM ratelimit_status;
 ALTER TABLE ratelimit_state ALTER COLUMN value TYPE double precision;
+
+-- 0.5.0: overrides (carrying rows over, a kind change, shards), the owner
+-- rule, shadow mode, stats (the cluster preloads the library: the counters
+-- in shared memory are written and read), headers for a key.
+SELECT ratelimit_define('mc_def', :tb);
+SELECT ok FROM ratelimit_limit('mc_def', 'k', count => 3);
+SELECT ok FROM ratelimit_limit('mc_def', 'k2', :tb);
+SELECT ratelimit_override('mc_def', 'k', '{"kind": "token bucket", "rate": 5, "period": "1 minute", "shards": 2}');
+SELECT ratelimit_override('mc_def', 'k', '{"kind": "token bucket", "rate": 5, "period": "1 minute", "capacity": 3}');
+SELECT ratelimit_override('mc_def', 'k', :fw);
+SELECT ok FROM ratelimit_limit('mc_def', 'k');
+SELECT ratelimit_headers('mc_def', r, key => 'k') IS NOT NULL FROM ratelimit_check('mc_def', 'k') r;
+SELECT ratelimit_define('mc_def', '{"kind": "token bucket", "rate": 20, "period": "1 minute"}');
+SELECT ratelimit_define('mc_def', :sw);
+SELECT ratelimit_unoverride('mc_def', 'k'), ratelimit_unoverride('mc_def', 'k');
+DO $$ BEGIN PERFORM ratelimit_limit('mc_def', 'k', '{"kind": "token bucket", "rate": 99, "period": 1000}');
+EXCEPTION WHEN invalid_parameter_value THEN NULL; END $$;
+SELECT ok FROM ratelimit_limit('mc_shadow', 'k', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "shadow": true}', count => 1);
+SELECT ok FROM ratelimit_limit('mc_shadow', 'k', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "shadow": true}', throws => true);
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_shadow', 'key', 'k', 'config', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "shadow": true}'::jsonb),
+  jsonb_build_object('name', 'mc_def', 'key', 'k3')));
+SELECT ok FROM ratelimit_limit('mc_kind', 'k', :sw);
+SELECT ok FROM ratelimit_limit('mc_kind', 'k', :tb);
+SELECT count(*) > 0 AS counted FROM ratelimit_stats;
+SELECT ratelimit_stats_reset();
+SELECT ratelimit_undefine('mc_def');

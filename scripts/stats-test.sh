@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Tests ratelimit_stats with shared memory: a throwaway cluster of its own
+# started with shared_preload_libraries = 'ratelimit' and
+# ratelimit.stats_max_names = 3, then pg_regress (test/stats/sql) and the
+# isolation spec counting lock waits (test/stats/specs), and the C++
+# client's stats() test. The main cluster of
+# scripts/test.sh runs without the preload, where sql/stats.sql checks the
+# view is empty. Needs the extension installed (make install).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+trap stop_cluster EXIT
+start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.stats_max_names=3
+PKGLIB=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test
+OUT=${STATS_TEST_OUT:-$CLUSTER_DIR/stats-results}
+failed=0
+"$PKGLIB/regress/pg_regress" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" --inputdir=test/stats \
+  --outputdir="$OUT" --load-extension=ratelimit --dbname=stats_regression stats_preload || {
+  cat "$OUT/regression.diffs" 2>/dev/null || true
+  failed=1
+}
+"$PKGLIB/isolation/pg_isolation_regress" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" \
+  --inputdir=test/stats --outputdir="$OUT/iso" --load-extension=ratelimit --dbname=stats_isolation lock_waits || {
+  cat "$OUT/iso/regression.diffs" 2>/dev/null || true
+  failed=1
+}
+# The C++ client's stats() against counting shared memory (built by CMake, if it is).
+if [ -x build/client_api_tests ]; then
+  build/client_api_tests --gtest_brief=1 --gtest_filter='ApiTest.Stats:ApiTest.ShadowMode' || failed=1
+fi
+check_server_log_for_crashes || failed=1
+exit $failed

@@ -1,0 +1,67 @@
+// Limits as data: SameLimit, the carry-over of a row's tokens into a new
+// config, and shadow answers. Built on the public per-row API (ValueAt,
+// InitialState, Capacity) only.
+#include "policy.h"
+
+#include <algorithm>
+
+namespace ratelimit {
+
+namespace {
+
+// The maxReserved a config allows, comparable whether given or not.
+bool SameReserve(const LimitConfig& a, const LimitConfig& b) {
+  if (a.has_max_reserved != b.has_max_reserved) return false;
+  return !a.has_max_reserved || a.max_reserved == b.max_reserved;
+}
+
+// The window alignment a config gives, comparable whether given or not.
+bool SameStart(const LimitConfig& a, const LimitConfig& b) {
+  if (a.has_start != b.has_start) return false;
+  return !a.has_start || a.start == b.start;
+}
+
+bool SameJitter(const LimitConfig& a, const LimitConfig& b) {
+  if (a.has_jitter != b.has_jitter) return false;
+  if (!a.has_jitter) return true;
+  if (a.jitter_is_period != b.jitter_is_period) return false;
+  return a.jitter_is_period || a.jitter == b.jitter;
+}
+
+}  // namespace
+
+bool SameLimit(const LimitConfig& a, const LimitConfig& b) noexcept {
+  return a.kind == b.kind && a.rate == b.rate && a.period == b.period && Capacity(a) == Capacity(b) &&
+         SameReserve(a, b) && SameStart(a, b) && a.shards == b.shards && SameJitter(a, b) &&
+         a.shadow == b.shadow;
+}
+
+LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, double tokens) noexcept {
+  LimitState state = InitialState(to, eff, to_origin);
+  if (to.kind == Kind::kSlidingWindow) {
+    state.value = std::max(0.0, to.rate - tokens);
+    state.prev = 0;
+  } else {
+    state.value = tokens;
+  }
+  return state;
+}
+
+LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
+                     const LimitState& state, Micros now) noexcept {
+  if (!state.exists) return state;
+  Micros eff = std::max(now, state.ts);
+  double tokens = ValueAt(from, state, now, from_origin).value;
+  return StateWithTokens(to, to_origin, eff, std::min(tokens, Capacity(to)));
+}
+
+Decision ShadowGrant(const Decision& refused) noexcept {
+  Decision d = refused;
+  d.ok = true;
+  d.has_retry = false;
+  d.retry_at = 0;
+  d.retry_after = 0;
+  return d;
+}
+
+}  // namespace ratelimit
