@@ -7,6 +7,17 @@
 #   bench/profile.sh                     every random-key workload (about 2 min)
 #   PROFILE_WORKLOADS="w05a_inline_random" bench/profile.sh
 #   PROFILE_KEEP=1 bench/profile.sh      keep the callgrind files (for callgrind_annotate)
+#   PROFILE_SO=./ratelimit.so bench/profile.sh
+#                                        count this library (default: the installed one)
+#   PROFILE_BASELINE_SO=/work/bench-baseline/ratelimit-b9cf5d2.so bench/profile.sh
+#                                        also count an older build, side by side: every
+#                                        ratelimit workload (w05*, p05*) runs again in a
+#                                        second database (bench_base) whose functions load
+#                                        this library, and the table adds its count and
+#                                        this build / baseline
+#
+# Prints the table and writes it, with the command and the libraries' md5s,
+# to bench/profile-latest.md.
 #
 # The cluster: a fresh initdb with bench/run.sh's settings plus
 # synchronous_commit=off (fsync waits are not instructions) and autovacuum
@@ -15,17 +26,28 @@
 # 2,500 transactions. The difference of the two backends' totals, divided by
 # 2,000, is the cost of one transaction without the connection's start-up:
 # parse/bind/execute, the call, the commit and the reply. Only the backend
-# is counted, not pgbench or the kernel. Uses the extension already installed.
+# is counted, not pgbench or the kernel. The SQL scripts are the installed
+# ones; the library is a pinned copy (bench/lib.sh), as in bench/run.sh.
 # p05h_check_refused_random (profile only, not in run.sh) is ratelimit_check
 # on the refused workload's keys: the same answer as a refusal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random"}
+PROFILE_WORKLOADS_GIVEN=${PROFILE_WORKLOADS:+1}
+PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w04c_lean_random w04e_lean_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random"}
+PROFILE_SO=${PROFILE_SO:-}
+PROFILE_BASELINE_SO=${PROFILE_BASELINE_SO:-}
 SMALL=500
 LARGE=2500
+OUT_MD=bench/profile-latest.md
+DB=postgres
+BASE_DB=bench_base
+SO_FILE=${PROFILE_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
+[ -f "$SO_FILE" ] || { echo "PROFILE_SO: no such file: $SO_FILE" >&2; exit 2; }
+[ -z "$PROFILE_BASELINE_SO" ] || [ -f "$PROFILE_BASELINE_SO" ] ||
+  { echo "PROFILE_BASELINE_SO: no such file: $PROFILE_BASELINE_SO" >&2; exit 2; }
 
 SERVER_SETTINGS=(-c shared_buffers=256MB -c synchronous_commit=off -c autovacuum=off)
 start_cluster "${SERVER_SETTINGS[@]}"
@@ -46,8 +68,25 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
-"${PSQL[@]}" -c 'CREATE EXTENSION ratelimit' -f bench/setup.sql >/dev/null
-"${PSQL[@]}" -c 'VACUUM ANALYZE' -c 'CHECKPOINT'
+source bench/lib.sh
+# The builds, pinned: each database's functions load a copy in the cluster
+# directory (the baseline's in a directory of its own, under the same name).
+PINNED_SO=$CLUSTER_DIR/ratelimit.so
+copy_stable_library "$SO_FILE" "$PINNED_SO"
+create_pinned_extension "$DB" "$PINNED_SO"
+"${PSQL[@]}" -d "$DB" -f bench/setup.sql >/dev/null
+"${PSQL[@]}" -d "$DB" -c 'VACUUM ANALYZE'
+libraries="this build: $SO_FILE (md5 $(md5sum "$PINNED_SO" | cut -c1-12)…)"
+if [ -n "$PROFILE_BASELINE_SO" ]; then
+  BASE_PINNED_SO=$CLUSTER_DIR/baseline/ratelimit.so
+  copy_stable_library "$PROFILE_BASELINE_SO" "$BASE_PINNED_SO"
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE $BASE_DB"
+  create_pinned_extension "$BASE_DB" "$BASE_PINNED_SO"
+  "${PSQL[@]}" -d "$BASE_DB" -f bench/setup.sql >/dev/null
+  "${PSQL[@]}" -d "$BASE_DB" -c 'VACUUM ANALYZE'
+  libraries="$libraries; baseline build: $PROFILE_BASELINE_SO (md5 $(md5sum "$BASE_PINNED_SO" | cut -c1-12)…)"
+fi
+"${PSQL[@]}" -c 'CHECKPOINT'
 
 # The same server again, under callgrind (every forked backend writes its own file).
 as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -w stop >/dev/null
@@ -60,23 +99,59 @@ VALGRIND_PID=$!
 for _ in $(seq 240); do "$PG_BINDIR/pg_isready" -q && break; sleep 0.5; done
 "$PG_BINDIR/pg_isready" -q || { echo "the server did not start under valgrind" >&2; exit 1; }
 
-# Total instructions of the backend that served one pgbench run. pgbench
-# opens a second, short connection first; the busiest new file is the run's.
+# Total instructions of the backend that served one pgbench run in database
+# $3. pgbench opens a second, short connection first; the busiest new file is
+# the run's.
 backend_instructions() {
-  local workload=$1 transactions=$2 before
+  local workload=$1 transactions=$2 db=$3 before
   before=$(ls "$OUT_DIR" | sort)
-  "$PG_BINDIR/pgbench" -n -M prepared -c 1 -t "$transactions" -f "bench/workloads/$workload.sql" >/dev/null
+  PGDATABASE=$db "$PG_BINDIR/pgbench" -n -M prepared -c 1 -t "$transactions" -f "bench/workloads/$workload.sql" >/dev/null
   sleep 2  # the backend writes its file as it exits
   for file in $(comm -13 <(echo "$before") <(ls "$OUT_DIR" | sort)); do
     grep -m1 '^summary:' "$OUT_DIR/$file" | awk '{print $2}'
   done | sort -n | tail -1
 }
 
+# Instructions per transaction of workload $1 in database $2.
+per_transaction() {
+  local small large
+  small=$(backend_instructions "$1" $SMALL "$2")
+  large=$(backend_instructions "$1" $LARGE "$2")
+  echo $(( (large - small) / (LARGE - SMALL) ))
+}
+
+command="bench/profile.sh"
+[ -z "$PROFILE_WORKLOADS_GIVEN" ] || command="PROFILE_WORKLOADS=\"$PROFILE_WORKLOADS\" $command"
+[ -z "$PROFILE_SO" ] || command="PROFILE_SO=$PROFILE_SO $command"
+[ -z "$PROFILE_BASELINE_SO" ] || command="PROFILE_BASELINE_SO=$PROFILE_BASELINE_SO $command"
+{
+  echo "# Instructions per transaction (bench/profile.sh)"
+  echo
+  echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`$command\`; $($PG_BINDIR/postgres --version);"
+  echo "$libraries. Backend instructions (callgrind) of ($LARGE − $SMALL) transactions / $((LARGE - SMALL))."
+  echo
+  if [ -n "$PROFILE_BASELINE_SO" ]; then
+    echo "| workload | this build | baseline build | this / baseline |"
+    echo "|---|---:|---:|---:|"
+  else
+    echo "| workload | instructions per transaction |"
+    echo "|---|---:|"
+  fi
+} > "$CLUSTER_DIR/profile.md"
 echo
-echo "| workload | instructions per transaction |"
-echo "|---|---:|"
+cat "$CLUSTER_DIR/profile.md"
 for workload in $PROFILE_WORKLOADS; do
-  small=$(backend_instructions "$workload" $SMALL)
-  large=$(backend_instructions "$workload" $LARGE)
-  echo "| $workload | $(( (large - small) / (LARGE - SMALL) )) |"
+  new=$(per_transaction "$workload" "$DB")
+  if [ -z "$PROFILE_BASELINE_SO" ]; then
+    row="| $workload | $new |"
+  elif [[ $workload == [wp]05* ]]; then
+    old=$(per_transaction "$workload" "$BASE_DB")
+    row="| $workload | $new | $old | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.3f", a / b}') |"
+  else
+    row="| $workload | $new | – | – |"
+  fi
+  echo "$row" >> "$CLUSTER_DIR/profile.md"
+  echo "$row"
 done
+cp "$CLUSTER_DIR/profile.md" "$OUT_MD"
+echo "== wrote $OUT_MD"

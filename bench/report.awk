@@ -1,16 +1,19 @@
 # Turns bench/run.sh's measurements into bench/results-latest.md.
 # Input: the runs CSV (round,id,clients,synchronous_commit,tps,latency_ms,
 # transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,
-# others_cpu_pct,steal_pct). Variables: seconds, rounds, machine, date,
-# extension, nice, halt_poll, elapsed, load_start, load_end, settings, storage_keys,
-# memory_calls, workloads_file, storage_file, memory_file, schema_file, cost_file.
+# others_cpu_pct,steal_pct,build). A run of the baseline build (build
+# "baseline") counts as workload id "<id>/base". Variables: seconds, rounds,
+# machine, date, extension, baseline (empty without one), nice, halt_poll,
+# elapsed, load_start, load_end, settings, storage_keys, memory_calls,
+# workloads_file, storage_file, memory_file, schema_file, cost_file.
 
 function fmt_ratio(r) { return sprintf("%.2f×", r) }
 function cell(id, c, s) { return ((id, c, s) in tps) }
 function label(c, s) { return "sync " s ", " c " client" (c == 1 ? "" : "s") }
 
 # A goal on a ratio a/b over the given cells: ratio >= target (dir "min")
-# or ratio <= target (dir "max"). Prints one goals-table row.
+# or ratio <= target (dir "max"), or no goal (dir ""): a ratio shown for
+# comparison. Prints one goals-table row.
 function ratio_goal(name, target_text, a, b, syncs, target, dir,    ns, s_list, i, j, c, s, r, worst, worst_at, text, n, sep, met, miss) {
   ns = split(syncs, s_list, " ")
   text = ""; n = 0
@@ -27,6 +30,7 @@ function ratio_goal(name, target_text, a, b, syncs, target, dir,    ns, s_list, 
     }
   }
   if (n == 0) { printf "| %s | %s | not measured | – |\n", name, target_text; return }
+  if (dir == "") { printf "| %s | %s | %s | for comparison (no goal) |\n", name, target_text, text; return }
   met = (dir == "min") ? (worst >= target - 1e-9) : (worst <= target + 1e-9)
   if (met)
     miss = sprintf("**met** (worst %s, %s; margin %+.0f%%)", fmt_ratio(worst), worst_at,
@@ -38,6 +42,45 @@ function ratio_goal(name, target_text, a, b, syncs, target, dir,    ns, s_list, 
   printf "| %s | %s | %s | %s |\n", name, target_text, text, miss
 }
 
+# The section comparing this build with the baseline build, cell by cell:
+# this build's tps / the baseline's, for every workload run on both, and the
+# median of those cell ratios.
+function baseline_section(    k, id, nid, i, j, c, s, r, n, rs, a, b, t, med) {
+  print ""
+  print "## This build against the baseline build"
+  print ""
+  print "Each cell: this build's transactions/s divided by the baseline build's, same workload, clients and"
+  print "synchronous_commit (above 1: this build is faster). The two runs of a cell ran back to back, so both"
+  print "saw about the same machine. The last column is the median of the six cells."
+  print ""
+  printf "| # | workload |"
+  for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++) printf " sync %s, %s cl. |", syncs[i], clients[j]
+  print " median |"
+  printf "|---|---|"
+  for (i = 1; i <= nsyncs * nclients + 1; i++) printf "---:|"
+  print ""
+  for (k = 1; k <= nw; k++) {
+    id = wid[k]
+    if (id !~ /\/base$/) continue
+    nid = substr(id, 1, length(id) - 5)
+    n = 0
+    for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++) if (cell(id, clients[j], syncs[i])) n++
+    if (n == 0) continue
+    n = 0
+    printf "| %s | %s |", nid, wdesc[nid]
+    for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++) {
+      c = clients[j]; s = syncs[i]
+      if (!cell(id, c, s) || !cell(nid, c, s) || tps[id, c, s] == 0) { printf " – |"; continue }
+      r = tps[nid, c, s] / tps[id, c, s]
+      rs[++n] = r
+      printf " %.2f%s |", r, ((others_max[id, c, s] > 10 || others_max[nid, c, s] > 10) ? " †" : "")
+    }
+    for (a = 2; a <= n; a++) for (b = a; b > 1 && rs[b - 1] > rs[b]; b--) { t = rs[b]; rs[b] = rs[b - 1]; rs[b - 1] = t }
+    med = (n == 0) ? "–" : sprintf("%.2f", (n % 2) ? rs[(n + 1) / 2] : (rs[n / 2] + rs[n / 2 + 1]) / 2)
+    printf " %s |\n", med
+  }
+}
+
 BEGIN {
   nclients = split("1 8 32", clients, " ")
   nsyncs = split("on off", syncs, " ")
@@ -47,7 +90,7 @@ BEGIN {
   }
 }
 NR > 1 {
-  id = $2; c = $3; s = $4
+  id = ($15 == "baseline") ? $2 "/base" : $2; c = $3; s = $4
   n = ++nval[id, c, s]; val[id, c, s, n] = $5
   if ($9 != 0 || $8 != 0) bad[id, c, s] = 1
   if ($13 + 0 > others_max[id, c, s]) others_max[id, c, s] = $13 + 0
@@ -63,12 +106,16 @@ END {
     for (i = 2; i <= n; i++) for (j = i; j > 1 && vs[j - 1] > vs[j]; j--) { t = vs[j]; vs[j] = vs[j - 1]; vs[j - 1] = t }
     tps[key] = (n % 2) ? vs[(n + 1) / 2] : (vs[n / 2] + vs[n / 2 + 1]) / 2
   }
+  has_base = 0
+  for (k = 1; k <= nw; k++) if (wid[k] ~ /\/base$/) for (i = 1; i <= nsyncs; i++) for (j = 1; j <= nclients; j++)
+    if (cell(wid[k], clients[j], syncs[i])) has_base = 1
   print "# ratelimit benchmark: latest results"
   print ""
   printf "Run %s with `%s` (%d min %d s in all).\n", date, command, elapsed / 60, elapsed % 60
   print ""
   printf "- Machine: %s.\n", machine
   printf "- Extension: %s.\n", extension
+  if (baseline != "") printf "- Baseline build: %s. Its rows are marked \"baseline build\"; each of its runs was made right before or after the same workload of the build above, in the same cell (the order alternates).\n", baseline
   printf "- Load average (1, 5, 15 min) at the start: %s; at the end: %s.\n", load_start, load_end
   if (nruns > 0)
     printf "- CPU used by other processes on the VM during the runs: %.0f%% of the machine on average, %d%% at most (%d of %d runs over 10%%, marked †); hypervisor steal %.0f%%.\n", others_sum / nruns, others_all, noisy, nruns, steal_sum / nruns
@@ -116,7 +163,14 @@ END {
   print "| goal | target | measured | result |"
   print "|---|---|---|---|"
   ratio_goal("ratelimit_limit (inline, random keys) vs workload 2", "≥ 0.90×", "5a", "2", "on off", 0.90, "min")
+  if (has_base) ratio_goal("the same, baseline build", "≥ 0.90×", "5a/base", "2", "on off", 0.90, "min")
   ratio_goal("ratelimit_limit (inline, random keys) vs PL/pgSQL (random keys), sync off", "≥ 1.50×", "5a", "4a", "off", 1.50, "min")
+  if (has_base) ratio_goal("the same, baseline build", "≥ 1.50×", "5a/base", "4a", "off", 1.50, "min")
+  ratio_goal("ratelimit_limit (inline, random keys) vs lean SQL upsert bucket (random keys)", "–", "5a", "4c", "on off", 0, "")
+  ratio_goal("ratelimit_limit (inline, random keys) vs lean PL/pgSQL bucket (random keys)", "–", "5a", "4e", "on off", 0, "")
+  ratio_goal("ratelimit_limit (inline, hot key) vs PL/pgSQL bucket (hot key)", "–", "5b", "4b", "on off", 0, "")
+  ratio_goal("ratelimit_limit (inline, hot key) vs lean SQL upsert bucket (hot key)", "–", "5b", "4d", "on off", 0, "")
+  ratio_goal("ratelimit_limit (inline, hot key) vs lean PL/pgSQL bucket (hot key)", "–", "5b", "4f", "on off", 0, "")
   ratio_goal("named limit's cost over inline (inline tps / named tps), random keys", "≤ 1.05×", "5a", "5c", "on off", 1.05, "max")
   ratio_goal("refused call's cost vs ratelimit_check (check tps / refused tps), random keys", "≤ 1.00×", "5e", "5f", "on off", 1.00, "max")
   ratio_goal("ratelimit_check vs workload 2, random keys", "≥ 1.00×", "5e", "2", "on off", 1.00, "min")
@@ -132,6 +186,8 @@ END {
     else
       printf "| storage per key after %d keys (pg_total_relation_size / keys) | ≤ 100 B | %.1f B | **missed**: %.1f B (%.1f%%) over |\n", storage_keys, per_key, per_key - 100, (per_key / 100 - 1) * 100
   }
+
+  if (has_base) baseline_section()
 
   # the server-side cost per call, if measured
   ncost = 0
@@ -151,6 +207,8 @@ END {
       d = wdesc[wid[k]]
       if (wid[k] == "2") d = "the same UPDATE, in a SQL function `plain_update(key)`"
       if (wid[k] == "4a") d = "`pl_token_bucket(...)`, random keys"
+      if (wid[k] == "4c") d = "`lean_token_bucket(...)`: workload 4c's upsert in a SQL function, random keys"
+      if (wid[k] == "4e") d = "`lean_pl_token_bucket(...)`, random keys"
       printf "| %s | %s | %.2f |\n", wid[k], d, cost[wid[k]]
     }
     print ""
@@ -158,15 +216,24 @@ END {
     print "|---|---:|"
     if (("5a" in cost) && ("2" in cost)) printf "| ratelimit_limit (inline) / plain UPDATE | %.2f |\n", cost["5a"] / cost["2"]
     if (("4a" in cost) && ("5a" in cost)) printf "| PL/pgSQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4a"] / cost["5a"]
+    if (("4c" in cost) && ("5a" in cost)) printf "| lean SQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4c"] / cost["5a"]
     if (("5c" in cost) && ("5a" in cost)) printf "| named / inline | %.2f |\n", cost["5c"] / cost["5a"]
     if (("5f" in cost) && ("5e" in cost)) printf "| refused / ratelimit_check | %.2f |\n", cost["5f"] / cost["5e"]
     if (("5e" in cost) && ("2" in cost)) printf "| ratelimit_check / plain UPDATE | %.2f |\n", cost["5e"] / cost["2"]
+    if (("4e" in cost) && ("5a" in cost)) printf "| lean PL/pgSQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4e"] / cost["5a"]
+    if (("5a/base" in cost) && ("2" in cost)) printf "| baseline build: ratelimit_limit (inline) / plain UPDATE | %.2f |\n", cost["5a/base"] / cost["2"]
+    for (k = 1; k <= nw; k++) {
+      id = wid[k]
+      if (id !~ /\/base$/ || !(id in cost) || cost[id] == 0) continue
+      nid = substr(id, 1, length(id) - 5)
+      if (nid in cost) printf "| %s %s: this build / baseline build | %.2f |\n", nid, wdesc[nid], cost[nid] / cost[id]
+    }
   }
 
   print ""
   print "## What each workload did"
   print ""
-  print "Summed over its runs: WAL bytes and rows updated (in the three benchmark tables) per transaction,"
+  print "Summed over its runs: WAL bytes and rows updated (in the benchmark tables) per transaction,"
   print "and the share of those updates that were HOT (no index entry written)."
   print ""
   print "| # | workload | transactions | WAL bytes / tx | rows updated / tx | HOT updates |"

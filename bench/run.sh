@@ -20,10 +20,24 @@
 #                               long before it halts (cpuidle-haltpoll's
 #                               guest_halt_poll_ns, needs root; restored at exit),
 #                               so 1-client runs do not measure vCPU wake-ups
+#   BENCH_SO=""                 the ratelimit.so to measure, e.g. ./ratelimit.so
+#                               of a build not installed (default: the installed
+#                               one). The SQL scripts are always the installed ones.
+#   BENCH_BASELINE_SO=""        e.g. /work/bench-baseline/ratelimit-b9cf5d2.so:
+#                               an older build to compare with, side by side.
+#                               Every ratelimit workload (5a-5g) then also runs
+#                               against a second database (bench_base) whose
+#                               functions load this library, right before or
+#                               after the same workload of BENCH_SO in the same
+#                               cell (the order alternates), and so does the
+#                               server-side cost. The report adds the baseline's
+#                               rows, its goals, and new/baseline per cell. Both
+#                               builds must fit the installed SQL scripts.
 #
-# The extension's shared library is pinned: a copy of the installed
-# ratelimit.so, taken at the start, is what every database of the run loads,
-# so a concurrent `make install` cannot mix two builds into one table.
+# The extension's shared library is pinned: a copy of BENCH_SO (or of the
+# installed ratelimit.so), taken at the start, is what every database of the
+# run loads (bench/lib.sh), so a concurrent `make install` cannot mix two
+# builds into one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -32,7 +46,7 @@ BUILD=0
 for arg in "$@"; do
   case "$arg" in
     --build) BUILD=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +58,8 @@ BENCH_STORAGE_KEYS=${BENCH_STORAGE_KEYS:-1000000}
 BENCH_MEMORY_CALLS=${BENCH_MEMORY_CALLS:-1000000}
 BENCH_NICE=${BENCH_NICE:-}
 BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-}
+BENCH_SO=${BENCH_SO:-}
+BENCH_BASELINE_SO=${BENCH_BASELINE_SO:-}
 HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 HALT_POLL_SAVED=""
 CLIENTS=(1 8 32)
@@ -65,6 +81,10 @@ WORKLOADS=(
   "3|w03_update_hot|UPDATE 1 row by primary key, one hot row"
   "4a|w04a_plpgsql_random|PL/pgSQL token bucket, random key"
   "4b|w04b_plpgsql_hot|PL/pgSQL token bucket, hot key"
+  "4c|w04c_lean_random|lean token bucket (SQL upsert), random key"
+  "4d|w04d_lean_hot|lean token bucket (SQL upsert), hot key"
+  "4e|w04e_lean_plpgsql_random|lean PL/pgSQL token bucket (float8 ms), random key"
+  "4f|w04f_lean_plpgsql_hot|lean PL/pgSQL token bucket (float8 ms), hot key"
   "5a|w05a_inline_random|ratelimit_limit inline config, random key"
   "5b|w05b_inline_hot|ratelimit_limit inline config, hot key"
   "5c|w05c_named_random|ratelimit_limit named limit, random key"
@@ -73,6 +93,8 @@ WORKLOADS=(
   "5f|w05f_refused_random|ratelimit_limit refused, random key"
   "5g|w05g_refused_hot|ratelimit_limit refused, hot key"
 )
+# The tables the workloads write (vacuumed before each run, and counted).
+BENCH_TABLES="bench_plain, pl_bucket, lean_bucket, ratelimit_state"
 # The configs (also written in bench/setup.sql and bench/workloads/*.sql).
 CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000}'
 REFUSED_CFG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
@@ -82,8 +104,13 @@ BENCH_DIR=bench
 OUT_MD=$BENCH_DIR/results-latest.md
 OUT_CSV=$BENCH_DIR/results-latest.csv
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
+source "$BENCH_DIR/lib.sh"
 DB=bench
-SO_FILE="$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"
+BASE_DB=bench_base   # the baseline build's database (BENCH_BASELINE_SO)
+SO_FILE=${BENCH_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
+[ -f "$SO_FILE" ] || { echo "BENCH_SO: no such file: $SO_FILE" >&2; exit 2; }
+[ -z "$BENCH_BASELINE_SO" ] || [ -f "$BENCH_BASELINE_SO" ] ||
+  { echo "BENCH_BASELINE_SO: no such file: $BENCH_BASELINE_SO" >&2; exit 2; }
 
 WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
 touch "$WORK_DIR/storage_schema.txt"
@@ -99,6 +126,7 @@ trap 'exit 143' TERM
 started=$(date +%s)
 since() { echo "$(( $(date +%s) - started ))s"; }
 if [ "$BUILD" -eq 1 ]; then
+  [ -z "$BENCH_SO" ] || { echo "--build installs the build; BENCH_SO would measure another one" >&2; exit 2; }
   echo "== building and installing the extension (make -s && make -s install)"
   make -s && make -s install
 fi
@@ -119,31 +147,24 @@ export PGDATABASE=$DB
 sql() { "${PSQL[@]}" -At -c "$1"; }
 POSTMASTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
 
-# Pins the build: copies the installed library into the cluster directory
-# once it is stable (not being rewritten by a concurrent make install), and
-# points the extension's functions at the copy in each database.
+# Pins the build: copies the library into the cluster directory once it is
+# stable (not being rewritten by a concurrent make install), and points the
+# extension's functions at the copy in each database (bench/lib.sh). The
+# baseline build gets a directory of its own: the copy keeps the file name
+# ratelimit.so, which create_pinned_extension looks for in /proc/self/maps.
 PINNED_SO=$CLUSTER_DIR/ratelimit.so
-for _ in $(seq 20); do
-  cp "$SO_FILE" "$PINNED_SO"
-  sleep 1
-  [ "$(md5sum < "$SO_FILE")" = "$(md5sum < "$PINNED_SO")" ] && break
-done
-chmod 755 "$PINNED_SO"
+copy_stable_library "$SO_FILE" "$PINNED_SO"
 so_md5=$(md5sum "$PINNED_SO" | cut -c1-12)
 so_mtime=$(date -u -r "$SO_FILE" '+%Y-%m-%d %H:%M:%S UTC')
-create_extension() {
-  local loaded
-  # check_function_bodies = off: CREATE FUNCTION does not load the installed library.
-  "${PSQL[@]}" -d "$1" -At -c "SET check_function_bodies = off" -c "CREATE EXTENSION ratelimit" \
-    -c "UPDATE pg_catalog.pg_proc SET probin = '$PINNED_SO' WHERE probin = '\$libdir/ratelimit'"
-  loaded=$("${PSQL[@]}" -d "$1" -At \
-    -c "SELECT ratelimit_check('pin', NULL, '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": 1000}') IS NOT NULL" \
-    -c "SELECT substring(pg_read_file('/proc/self/maps') from '/\S*ratelimit\.so')" | tail -1)
-  if [ "$loaded" != "$PINNED_SO" ]; then
-    echo "FAIL: database $1 loaded '$loaded', not the pinned $PINNED_SO" >&2
-    return 1
-  fi
-}
+create_extension() { create_pinned_extension "$1" "$PINNED_SO"; }
+BASE_PINNED_SO=""
+if [ -n "$BENCH_BASELINE_SO" ]; then
+  BASE_PINNED_SO=$CLUSTER_DIR/baseline/ratelimit.so
+  copy_stable_library "$BENCH_BASELINE_SO" "$BASE_PINNED_SO"
+  base_md5=$(md5sum "$BASE_PINNED_SO" | cut -c1-12)
+  base_mtime=$(date -u -r "$BENCH_BASELINE_SO" '+%Y-%m-%d %H:%M:%S UTC')
+  [ "$base_md5" != "$so_md5" ] || echo "WARNING: the baseline is the same file as the build measured (md5 $so_md5…)"
+fi
 
 # ---------------------------------------------------------------- machine
 echo "== machine"
@@ -163,18 +184,24 @@ $(uname -sr); a shared VM: other tenants share the CPUs and the disk"
 echo "$machine"
 
 # ---------------------------------------------------------------- data
-echo "== setup: tables, PL/pgSQL function, named limit, 100,000 keys per table (bench/setup.sql) (at $(since))"
+echo "== setup: tables, PL/pgSQL functions, named limit, 100,000 keys per table (bench/setup.sql) (at $(since))"
 create_extension "$DB"
 "${PSQL[@]}" -f "$BENCH_DIR/setup.sql" >/dev/null
 ext_version=$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")
+if [ -n "$BASE_PINNED_SO" ]; then
+  echo "== setup of the baseline build's database $BASE_DB (the same bench/setup.sql) (at $(since))"
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE $BASE_DB"
+  create_pinned_extension "$BASE_DB" "$BASE_PINNED_SO"
+  "${PSQL[@]}" -d "$BASE_DB" -f "$BENCH_DIR/setup.sql" >/dev/null
+fi
 sql "CHECKPOINT"
 
 # ---------------------------------------------------------------- pgbench
 # The counters a run is judged by: WAL position, rows updated (and HOT) in
-# the three benchmark tables.
+# the benchmark tables of database $1.
 counters() {
-  sql "SELECT pg_current_wal_lsn(), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0)
-         FROM pg_stat_user_tables WHERE relname IN ('bench_plain', 'pl_bucket', 'ratelimit_state')" | tr '|' ' '
+  "${PSQL[@]}" -d "$1" -At -c "SELECT pg_current_wal_lsn(), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0)
+         FROM pg_stat_user_tables WHERE relname = ANY (string_to_array('$BENCH_TABLES', ', '))" | tr '|' ' '
 }
 # CPU accounting, in clock ticks: "total busy steal ours", where ours is the
 # cluster's processes (the postmaster, its live children, and, through its
@@ -212,49 +239,75 @@ selected() {
   [ -z "$BENCH_WORKLOADS" ] && return 0
   [[ " $BENCH_WORKLOADS " == *" $1 "* ]]
 }
+# Whether workload $1 also runs against the baseline build: the ratelimit
+# workloads (5a-5g), when BENCH_BASELINE_SO is set.
+has_baseline() { [ -n "$BASE_PINNED_SO" ] && [[ $1 == 5* ]]; }
 
-echo "round,id,clients,synchronous_commit,tps,latency_ms,transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,others_cpu_pct,steal_pct" > "$WORK_DIR/runs.csv"
+# One pgbench run of the current workload ($id, $script, $desc) with $clients
+# and $sync, in database $1 for build $2 (new or baseline); appends its line
+# to runs.csv.
+run_pgbench() {
+  local db=$1 build=$2 label=$id log rc=0 children tps lat tx failed others steal wal
+  local lsn0 upd0 hot0 lsn1 upd1 hot1 t0 b0 s0 m0 t1 b1 s1 m1
+  [ "$build" = new ] || label="$id/base"
+  run=$((run + 1))
+  # Same starting point for every run: the last run's dead rows vacuumed,
+  # dirty pages flushed (each run pays its own full-page writes, and no
+  # checkpoint of an earlier run's pages).
+  "${PSQL[@]}" -d "$db" -c "VACUUM $BENCH_TABLES" >/dev/null
+  sql "CHECKPOINT"
+  read -r lsn0 upd0 hot0 <<< "$(counters "$db")"
+  log="$WORK_DIR/r$round-$script-$build-c$clients-$sync.log"
+  children=$(postmaster_children)
+  read -r t0 b0 s0 m0 <<< "$(cpu_snapshot)"
+  PGDATABASE=$db PGOPTIONS="-c synchronous_commit=$sync" "$PG_BINDIR/pgbench" -n -M prepared -T "$BENCH_SECONDS" \
+    -j "$THREADS" -c "$clients" -f "$BENCH_DIR/workloads/$script.sql" > "$log" 2>&1 || rc=$?
+  wait_for_backends "$children"
+  read -r t1 b1 s1 m1 <<< "$(cpu_snapshot)"
+  read -r lsn1 upd1 hot1 <<< "$(counters "$db")"
+  wal=$(sql "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')::bigint")
+  tps=$(awk '/^tps = / {printf "%.0f", $3}' "$log")
+  lat=$(awk '/^latency average = / {print $4}' "$log")
+  tx=$(awk '/^number of transactions actually processed: / {print $6}' "$log")
+  failed=$(awk '/^number of failed transactions: / {print $5}' "$log")
+  others=$(awk -v t=$((t1 - t0)) -v b=$((b1 - b0)) -v m=$((m1 - m0)) \
+    'BEGIN {o = (t > 0 ? 100 * (b - m) / t : 0); printf "%.0f", (o < 0 ? 0 : o)}')
+  steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.0f", (t > 0 ? 100 * s / t : 0)}')
+  [ "$rc" -ne 0 ] && { echo "   pgbench exited with $rc:"; tail -5 "$log" | sed 's/^/   /'; }
+  echo "$round,$id,$clients,$sync,${tps:-0},${lat:-0},${tx:-0},${failed:-0},$rc,$wal,$((upd1 - upd0)),$((hot1 - hot0)),$others,$steal,$build" >> "$WORK_DIR/runs.csv"
+  printf '   [%3d/%d] %-7s %-50s %2s clients, sync %-3s %7s tps   (others %s%% CPU)\n' \
+    "$run" "$runs" "$label" "$desc" "$clients" "$sync" "${tps:-ERR}" "$others"
+}
+
+echo "round,id,clients,synchronous_commit,tps,latency_ms,transactions,failed,pgbench_rc,wal_bytes,rows_updated,hot_updated,others_cpu_pct,steal_pct,build" > "$WORK_DIR/runs.csv"
 nwl=0
-for w in "${WORKLOADS[@]}"; do selected "${w%%|*}" && nwl=$((nwl + 1)); done
+for w in "${WORKLOADS[@]}"; do
+  selected "${w%%|*}" && nwl=$((nwl + 1))
+  selected "${w%%|*}" && has_baseline "${w%%|*}" && nwl=$((nwl + 1))
+done
 runs=$((BENCH_ROUNDS * nwl * ${#CLIENTS[@]} * ${#SYNCS[@]}))
 echo "== pgbench: $runs runs of ${BENCH_SECONDS}s (-M prepared -j $THREADS), each after VACUUM and CHECKPOINT (at $(since))"
 # Order: for each client count and synchronous_commit, every workload in
 # turn, so the workloads compared with each other run minutes apart at most.
+# A workload with a baseline runs twice in a row, once per build; which build
+# goes first alternates from one such pair to the next.
 run=0
+pairs=0
 for round in $(seq "$BENCH_ROUNDS"); do
   for clients in "${CLIENTS[@]}"; do
     for sync in "${SYNCS[@]}"; do
       for w in "${WORKLOADS[@]}"; do
         IFS='|' read -r id script desc <<< "$w"
         selected "$id" || continue
-        run=$((run + 1))
-        # Same starting point for every run: the last run's dead rows
-        # vacuumed, dirty pages flushed (each run pays its own full-page
-        # writes, and no checkpoint of an earlier run's pages).
-        sql "VACUUM bench_plain, pl_bucket, ratelimit_state" >/dev/null
-        sql "CHECKPOINT"
-        read -r lsn0 upd0 hot0 <<< "$(counters)"
-        log="$WORK_DIR/r$round-$script-c$clients-$sync.log"
-        rc=0
-        children=$(postmaster_children)
-        read -r t0 b0 s0 m0 <<< "$(cpu_snapshot)"
-        PGOPTIONS="-c synchronous_commit=$sync" "$PG_BINDIR/pgbench" -n -M prepared -T "$BENCH_SECONDS" \
-          -j "$THREADS" -c "$clients" -f "$BENCH_DIR/workloads/$script.sql" > "$log" 2>&1 || rc=$?
-        wait_for_backends "$children"
-        read -r t1 b1 s1 m1 <<< "$(cpu_snapshot)"
-        read -r lsn1 upd1 hot1 <<< "$(counters)"
-        wal=$(sql "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')::bigint")
-        tps=$(awk '/^tps = / {printf "%.0f", $3}' "$log")
-        lat=$(awk '/^latency average = / {print $4}' "$log")
-        tx=$(awk '/^number of transactions actually processed: / {print $6}' "$log")
-        failed=$(awk '/^number of failed transactions: / {print $5}' "$log")
-        others=$(awk -v t=$((t1 - t0)) -v b=$((b1 - b0)) -v m=$((m1 - m0)) \
-          'BEGIN {o = (t > 0 ? 100 * (b - m) / t : 0); printf "%.0f", (o < 0 ? 0 : o)}')
-        steal=$(awk -v t=$((t1 - t0)) -v s=$((s1 - s0)) 'BEGIN {printf "%.0f", (t > 0 ? 100 * s / t : 0)}')
-        [ "$rc" -ne 0 ] && { echo "   pgbench exited with $rc:"; tail -5 "$log" | sed 's/^/   /'; }
-        echo "$round,$id,$clients,$sync,${tps:-0},${lat:-0},${tx:-0},${failed:-0},$rc,$wal,$((upd1 - upd0)),$((hot1 - hot0)),$others,$steal" >> "$WORK_DIR/runs.csv"
-        printf '   [%2d/%d] %-3s %-43s %2s clients, sync %-3s %7s tps   (others %s%% CPU)\n' \
-          "$run" "$runs" "$id" "$desc" "$clients" "$sync" "${tps:-ERR}" "$others"
+        if ! has_baseline "$id"; then
+          run_pgbench "$DB" new
+        elif [ $((pairs++ % 2)) -eq 0 ]; then
+          run_pgbench "$DB" new
+          run_pgbench "$BASE_DB" baseline
+        else
+          run_pgbench "$BASE_DB" baseline
+          run_pgbench "$DB" new
+        fi
       done
     done
   done
@@ -266,38 +319,59 @@ check_server_log_for_crashes || crash_ok=0
 # The CPU cost of one call inside the server, without the round trip and the
 # commit that dominate pgbench's numbers on a noisy machine: 100,000 calls
 # (one per existing key) in one statement, best of five, minus the same
-# statement without the call. Every statement is its own transaction.
+# statement without the call. Every statement is its own transaction. With a
+# baseline build, each of the five repetitions also runs the ratelimit cases
+# in the baseline's database (labels "5a/base", ...), before or after the new
+# build's, alternately.
 echo "== server-side cost per call (at $(since))"
 COST_CALLS=100000
 COST_CASES=(
-  "base|('k' || g) IS NOT NULL"
+  "none|('k' || g) IS NOT NULL"
   "2|plain_update('k' || g)"
   "4a|pl_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
+  "4c|lean_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
+  "4e|lean_pl_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
   "5a|(ratelimit_limit('n', 'k' || g, '$CFG')).ok"
   "5c|(ratelimit_limit('n', 'k' || g)).ok"
   "5e|(ratelimit_check('n', 'k' || g, '$CFG')).ok"
   "5f|(ratelimit_limit('refused', 'k' || g, '$REFUSED_CFG')).ok"
 )
-cost_script() {
-  local rep c label expr
+# The statements of one repetition in database $1, labelled with suffix $2;
+# in the baseline's database ($2 = /base) only the ratelimit cases.
+cost_cases() {
+  local db=$1 suffix=$2 c label expr
+  echo '\timing off'
+  echo "\\connect $db"
   echo 'SET synchronous_commit = off;'
   echo '\timing on'
-  for rep in 1 2 3 4 5; do
-    for c in "${COST_CASES[@]}"; do
-      IFS='|' read -r label expr <<< "$c"
-      echo "\\echo case $label"
-      echo "SELECT count(*) FROM generate_series(1, $COST_CALLS) g WHERE $expr;"
-    done
+  for c in "${COST_CASES[@]}"; do
+    IFS='|' read -r label expr <<< "$c"
+    [ -z "$suffix" ] || [[ $label == 5* ]] || continue
+    echo "\\echo case $label$suffix"
+    echo "SELECT count(*) FROM generate_series(1, $COST_CALLS) g WHERE $expr;"
   done
 }
-sql "VACUUM bench_plain, pl_bucket, ratelimit_state" >/dev/null
+cost_script() {
+  local rep
+  for rep in 1 2 3 4 5; do
+    if [ -z "$BASE_PINNED_SO" ]; then
+      cost_cases "$DB" ""
+    elif [ $((rep % 2)) -eq 1 ]; then
+      cost_cases "$DB" ""; cost_cases "$BASE_DB" /base
+    else
+      cost_cases "$BASE_DB" /base; cost_cases "$DB" ""
+    fi
+  done
+}
+sql "VACUUM $BENCH_TABLES" >/dev/null
+[ -z "$BASE_PINNED_SO" ] || "${PSQL[@]}" -d "$BASE_DB" -c "VACUUM $BENCH_TABLES" >/dev/null
 cost_ok=1
 cost_script | "${PSQL[@]}" -At > "$WORK_DIR/cost.out" 2> "$WORK_DIR/cost.err" || cost_ok=0
 # label,microseconds per call (best of five, baseline subtracted)
 awk -v n="$COST_CALLS" '
   /^case / {label = $2}
   /^Time: / {ms = $2 + 0; if (!(label in best) || ms < best[label]) best[label] = ms}
-  END {for (l in best) if (l != "base") printf "%s,%.2f\n", l, (best[l] - best["base"]) * 1000 / n}
+  END {for (l in best) if (l != "none") printf "%s,%.2f\n", l, (best[l] - best["none"]) * 1000 / n}
 ' "$WORK_DIR/cost.out" | sort > "$WORK_DIR/cost.csv"
 [ "$cost_ok" -eq 1 ] || { echo "server-side cost measurement failed: $(head -3 "$WORK_DIR/cost.err")"; : > "$WORK_DIR/cost.csv"; }
 cat "$WORK_DIR/cost.csv"
@@ -393,7 +467,13 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_cluster
 
 # ---------------------------------------------------------------- report
-extension="ratelimit $ext_version; the build installed at $so_mtime (ratelimit.so md5 $so_md5…), pinned for the whole run"
+if [ -n "$BENCH_SO" ]; then
+  extension="ratelimit $ext_version (the installed SQL scripts); the library $SO_FILE of $so_mtime (md5 $so_md5…), pinned for the whole run"
+else
+  extension="ratelimit $ext_version; the build installed at $so_mtime (ratelimit.so md5 $so_md5…), pinned for the whole run"
+fi
+baseline=""
+[ -z "$BASE_PINNED_SO" ] || baseline="the library $BENCH_BASELINE_SO of $base_mtime (md5 $base_md5…), pinned in database $BASE_DB with the same SQL scripts and data"
 elapsed=$(( $(date +%s) - started ))
 command="BENCH_SECONDS=$BENCH_SECONDS"
 [ "$BENCH_ROUNDS" = 1 ] || command="$command BENCH_ROUNDS=$BENCH_ROUNDS"
@@ -402,13 +482,21 @@ command="BENCH_SECONDS=$BENCH_SECONDS"
 [ "$BENCH_MEMORY_CALLS" = 1000000 ] || command="$command BENCH_MEMORY_CALLS=$BENCH_MEMORY_CALLS"
 [ -z "$BENCH_NICE" ] || command="$command BENCH_NICE=$BENCH_NICE"
 [ -z "$BENCH_HALT_POLL_NS" ] || command="$command BENCH_HALT_POLL_NS=$BENCH_HALT_POLL_NS"
+[ -z "$BENCH_SO" ] || command="$command BENCH_SO=$BENCH_SO"
+[ -z "$BENCH_BASELINE_SO" ] || command="$command BENCH_BASELINE_SO=$BENCH_BASELINE_SO"
 command="$command bench/run.sh"
 [ "$BUILD" -eq 0 ] || command="$command --build"
-printf '%s\n' "${WORKLOADS[@]}" > "$WORK_DIR/workloads.txt"
+# The report's rows: each workload, and after each one with a baseline the
+# same workload on the baseline build (id "5a/base").
+for w in "${WORKLOADS[@]}"; do
+  echo "$w"
+  IFS='|' read -r id script desc <<< "$w"
+  ! has_baseline "$id" || echo "$id/base|$script|$desc (baseline build)"
+done > "$WORK_DIR/workloads.txt"
 [ "$storage_ok" -eq 1 ] || { echo "storage measurement failed: $(head -3 "$WORK_DIR/storage.err")" > "$WORK_DIR/storage.csv"; }
 [ "$memory_ok" -eq 1 ] || { echo "memory measurement failed: $(head -3 "$WORK_DIR/memory.err")" >> "$WORK_DIR/memory.csv"; }
 awk -F, -v seconds="$BENCH_SECONDS" -v rounds="$BENCH_ROUNDS" -v machine="$machine" -v command="$command" \
-    -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" -v extension="$extension" \
+    -v date="$(date -u '+%Y-%m-%d %H:%M UTC')" -v extension="$extension" -v baseline="$baseline" \
     -v elapsed="$elapsed" -v load_start="$load_start" -v load_end="$load_end" \
     -v settings="${SERVER_SETTINGS[*]}" -v nice="$BENCH_NICE" -v halt_poll="$BENCH_HALT_POLL_NS" \
     -v storage_keys="$BENCH_STORAGE_KEYS" \

@@ -1,0 +1,2 @@
+\set k random(1, 100000)
+INSERT INTO lean_bucket AS b (name, key, value, ts) VALUES ('n', 'k' || :k, 1000000 - 1, date_part('epoch', clock_timestamp()) * 1000) ON CONFLICT (name, key) DO UPDATE SET value = least(1000000, b.value + (greatest(excluded.ts, b.ts) - b.ts) * 1000000 / 1000) - 1, ts = greatest(excluded.ts, b.ts) WHERE least(1000000, b.value + (greatest(excluded.ts, b.ts) - b.ts) * 1000000 / 1000) >= 1;
