@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for bench/*.sh: pinning a build of the extension's library.
 # Source it after scripts/lib.sh, with PSQL set to the psql command (an
 # array); it defines functions only.
