@@ -693,7 +693,8 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
     EXPECT_GT(tally[k].committed_after_restart, 0)
         << limits[k].label << " was not consumed after the restart";
   }
-  ASSERT_GT(tally[kA].refused_after_restart, 0) << "a was not exhausted after the restart within the 120 s cap";
+  ASSERT_GT(tally[kA].refused_after_restart, 0)
+      << "a was not exhausted after the restart within the 120 s cap";
   EXPECT_EQ(committed_grants[kA], limits[kA].capacity);
   long after_restart = 0;
   for (const Tally& t : tally) after_restart += t.committed_after_restart + t.refused_after_restart;
