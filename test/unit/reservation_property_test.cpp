@@ -29,16 +29,6 @@ namespace ratelimit {
 namespace {
 
 using namespace testing_support;  // NOLINT(build/namespaces)
-using Rng = std::mt19937_64;
-
-double Uniform(Rng& rng, double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); }
-Micros UniformMicros(Rng& rng, Micros lo, Micros hi) {
-  return std::uniform_int_distribution<Micros>(lo, std::max(lo, hi))(rng);
-}
-bool Chance(Rng& rng, double p) { return Uniform(rng, 0, 1) < p; }
-double LogUniform(Rng& rng, double lo, double hi) {
-  return std::pow(10.0, Uniform(rng, std::log10(lo), std::log10(hi)));
-}
 
 // Rates that are whole per shard, tenths per shard (which round), or anything.
 LimitConfig RandomConfig(Rng& rng, Kind kind, int n) {

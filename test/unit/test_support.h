@@ -1,8 +1,10 @@
 // Shared builders and constants for the core unit tests.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "limiter.h"
@@ -90,6 +92,19 @@ inline Request Reserve(double count) { return Request{count, true}; }
 
 inline bool MessageHas(const Status& status, const char* needle) {
   return std::strstr(status.message, needle) != nullptr;
+}
+
+// Seeded random draws for the property tests.
+using Rng = std::mt19937_64;
+inline double Uniform(Rng& rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+inline Micros UniformMicros(Rng& rng, Micros lo, Micros hi) {
+  return std::uniform_int_distribution<Micros>(lo, std::max(lo, hi))(rng);
+}
+inline bool Chance(Rng& rng, double p) { return Uniform(rng, 0, 1) < p; }
+inline double LogUniform(Rng& rng, double lo, double hi) {
+  return std::pow(10.0, Uniform(rng, std::log10(lo), std::log10(hi)));
 }
 
 }  // namespace testing_support
