@@ -28,7 +28,8 @@ OBJS = src/core/config.o \
        src/pg/state_sql.o \
        src/pg/state_table.o \
        src/pg/stats.o \
-       src/pg/storage.o
+       src/pg/storage.o \
+       src/pg/subtransaction.o
 DATA = $(wildcard sql/ratelimit--*.sql) $(wildcard sql/ratelimit_proxy--*.sql)
 
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--% sql/ratelimit_proxy--%,$(sort $(wildcard sql/*.sql))))

@@ -85,11 +85,13 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
--- The SQL the functions run, and the owner's code a direct write runs (here
--- a trigger) run as the function's owner with the pinned
--- search_path; afterwards, and after an error inside it, the caller's role
--- and search_path are back.
+-- Code the owner added to ratelimit_state (here a trigger, then a CHECK)
+-- runs as the calling role, in the caller's settings (its search_path), as
+-- it would if the caller wrote the table itself: never as the owner. So it
+-- needs the caller's own rights (here INSERT on the log). Afterwards, and
+-- after an error inside it, the caller's role and search_path are as before.
 CREATE TABLE sql_scope_log (is_owner boolean, search_path text);
+GRANT INSERT ON sql_scope_log TO ratelimit_app;
 CREATE FUNCTION sql_scope_probe() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO public.sql_scope_log
@@ -113,7 +115,7 @@ RESET ROLE;
 SELECT is_owner, search_path, count(*) FROM sql_scope_log GROUP BY 1, 2 ORDER BY 1, 2;
 DROP TRIGGER sql_scope_probe ON ratelimit_state;
 -- The same for a CHECK constraint that replaced the installed shard check
--- under its name: its function runs as the owner, not the caller.
+-- under its name: its function runs as the caller, not the owner.
 TRUNCATE sql_scope_log;
 CREATE FUNCTION sql_scope_check(shard smallint) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
@@ -127,7 +129,7 @@ ALTER TABLE ratelimit_state ADD CONSTRAINT ratelimit_state_shard_check CHECK (pu
 TRUNCATE sql_scope_log;  -- the rows ADD CONSTRAINT checked
 SET ROLE ratelimit_app;
 SET search_path = public;
-SELECT ok FROM ratelimit_limit('priv', 'u-check');  -- inserts the row (SQL)
+SELECT ok FROM ratelimit_limit('priv', 'u-check');  -- inserts the row
 SELECT ok FROM ratelimit_limit('priv', 'u-check');  -- updates it (directly)
 RESET search_path;
 RESET ROLE;

@@ -55,6 +55,30 @@ LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitCon
   return StateWithTokens(to, to_origin, eff, std::min(tokens, Capacity(to)));
 }
 
+LimitState LiveState(const LimitState& stored, bool has_idle_at, Micros idle_at, Micros now) noexcept {
+  if (stored.exists && has_idle_at && idle_at <= now) return LimitState{};
+  return stored;
+}
+
+StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
+                   const LimitState& live, Micros now) noexcept {
+  LimitState carried = CarryOver(from, from_origin, to, to_origin, live, now);
+  Decision settled = Refund(to, carried, now, to_origin, 0);
+  return StoredRow{settled.next, settled.full_at};
+}
+
+LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
+  if (config.has_max_reserved || config.kind == Kind::kSlidingWindow) return config;
+  LimitConfig bounded = config;
+  bounded.has_max_reserved = true;
+  bounded.max_reserved = std::max(Capacity(config), config.rate);
+  return bounded;
+}
+
+bool NeverGrantable(const LimitConfig& config, const Request& request) noexcept {
+  return request.count > MostGrantable(config, request.reserve);
+}
+
 Decision ShadowGrant(const Decision& refused) noexcept {
   Decision d = refused;
   d.ok = true;

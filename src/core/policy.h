@@ -27,6 +27,38 @@ LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, 
 LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
                      const LimitState& state, Micros now) noexcept;
 
+// A stored row as calls read it at clock `now`: once its idle_at has
+// passed (when it became the same as no row under the config that wrote
+// it) it is no row, whatever config reads it now. So deleting exactly such
+// rows (ratelimit_cleanup) never changes an answer, even after the config
+// changes.
+LimitState LiveState(const LimitState& stored, bool has_idle_at, Micros idle_at, Micros now) noexcept;
+
+// A row as stored: its state and when it becomes the same as no row.
+struct StoredRow {
+  LimitState state;
+  Micros idle_at = 0;
+};
+
+// What a change of config writes for a row of `from` (its live state at
+// `now`, LiveState): the carried tokens (CarryOver) settled under `to` at
+// `now`, with the idle time they give under `to`. A live state that is no
+// row becomes `to`'s initial state, idle at once. `from` and `to` are one
+// row's configs (a shard's share when sharded).
+StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
+                   const LimitState& live, Micros now) noexcept;
+
+// A config its owner set (a definition or an override) as calls apply it:
+// without maxReserved, reservations may go at most max(capacity, rate)
+// deep (one bucket, or one period's refill), so no caller can hold an
+// owner's limit empty for longer than that by reserving; an explicit
+// maxReserved is kept as given.
+LimitConfig OwnerBounded(const LimitConfig& config) noexcept;
+
+// Whether a valid request can never be granted under `config` (its count
+// exceeds what one call can ever take: MostGrantable).
+bool NeverGrantable(const LimitConfig& config, const Request& request) noexcept;
+
 // What a limit with "shadow": true answers instead of a refusal: granted
 // now (no retry time), remaining and reset_after as the refusal had them.
 // Nothing is consumed: the refusal's state is never stored.

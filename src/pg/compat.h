@@ -61,6 +61,18 @@ inline List* InsertIndexEntriesForUpdate(ResultRelInfo* rri, TupleTableSlot* slo
 #endif
 }
 
+// ExecInsertIndexTuples for a speculatively inserted row, as ExecInsert
+// calls it for INSERT ... ON CONFLICT: a conflict in an arbiter index is
+// reported in *conflict instead of raised (16 added "only summarizing").
+inline List* InsertIndexEntriesSpeculative(ResultRelInfo* rri, TupleTableSlot* slot, EState* estate,
+                                           bool* conflict, List* arbiters) {
+#if PG_VERSION_NUM >= 160000
+  return ExecInsertIndexTuples(rri, slot, estate, false, true, conflict, arbiters, false);
+#else
+  return ExecInsertIndexTuples(rri, slot, estate, false, true, conflict, arbiters);
+#endif
+}
+
 // An EPQState with no plan, as logical replication's apply worker makes
 // for ExecSimpleRelationUpdate (16 added the result relations argument).
 inline void InitEpqState(EPQState* epq, EState* estate) {

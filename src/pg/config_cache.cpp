@@ -82,7 +82,7 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
       (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
        errmsg("config differs from the definition of rate limit \"%.*s\"; change it with ratelimit_define() "
               "or one key's with ratelimit_override()",
-              EchoLength(id.name_len), id.name),
+              EchoLength(id.name, id.name_len), id.name),
        errdetail("A defined limit belongs to its owner: an inline config for it is accepted only when it "
                  "is the same limit as the definition."),
        errhint("Omit config to use the definition.")));
@@ -117,23 +117,63 @@ bool NamedConfig(const LimitId& id, LimitConfig* out) {
   return defined;
 }
 
+namespace {
+
+// Changes whenever a definition or an override changes (both only grow).
+uint64 ConfigGeneration() { return DefinitionsGeneration() + OverridesGeneration(); }
+
+}  // namespace
+
 void ResolveConfig(LimitCall* call) {
   // A change committed by another session since this transaction's last
   // lock is seen by this call (its relcache invalidation is processed now).
   AcceptInvalidationMessages();
+  call->generation = ConfigGeneration();
   LimitConfig defined;
   bool has_definition = NamedConfig(call->id, &defined);
+  LimitConfig overridden;
+  bool has_override = LookupOverride(call->id, &overridden);
   if (call->inline_config != nullptr) {
-    InlineConfig(call->inline_config, &call->config);
-    if (has_definition && !ratelimit::SameLimit(call->config, defined)) RaiseNotTheDefinition(call->id);
+    LimitConfig given;
+    InlineConfig(call->inline_config, &given);
+    // A defined name's inline config must be a limit the owner set for it:
+    // the definition, or this key's override (which is the one applied).
+    if (has_definition && !ratelimit::SameLimit(given, defined) &&
+        !(has_override && ratelimit::SameLimit(given, overridden)))
+      RaiseNotTheDefinition(call->id);
+    call->config = has_definition ? ratelimit::OwnerBounded(defined) : given;
   } else if (has_definition) {
-    call->config = defined;
-  }
-  if (LookupOverride(call->id, &call->config)) return;
-  if (call->inline_config == nullptr && !has_definition)
+    call->config = ratelimit::OwnerBounded(defined);
+  } else if (!has_override) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
                     errhint("Pass a config, or define the limit with ratelimit_define().")));
+  }
+  if (has_override) call->config = ratelimit::OwnerBounded(overridden);
+  call->owner_config = has_definition || has_override;
+}
+
+void CompleteLimitCall(LimitCall* call) {
+  ResolveConfig(call);
+  const LimitConfig& config = call->config;
+  const Request& request = call->request;
+  ratelimit::Status status = ratelimit::ValidateRequest(config, request);
+  // In shadow mode a count that can never fit is a refusal like any other:
+  // answered ok and counted, never an error that breaks the request.
+  call->never_fits = !status.ok() && config.shadow && ratelimit::ValidateAmount(request.count).ok() &&
+                     !(request.reserve && config.kind == ratelimit::Kind::kSlidingWindow) &&
+                     ratelimit::NeverGrantable(config, request);
+  if (!call->never_fits) RaiseIfInvalid(status);
+  call->origin =
+      ratelimit::WindowOrigin(config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
+}
+
+bool RefreshConfig(LimitCall* call) {
+  AcceptInvalidationMessages();
+  if (ConfigGeneration() == call->generation) return false;
+  LimitConfig before = call->config;
+  CompleteLimitCall(call);
+  return !ratelimit::SameLimit(before, call->config);
 }
 
 }  // namespace ratelimit_pg

@@ -3,9 +3,9 @@
 // changing transaction: the rows are locked (as SELECT ... FOR UPDATE, so
 // callers holding them are waited for), then, key by key, reset (deleted)
 // when the kind changes, or brought up to now under the old config and
-// carried into the new one (the core's CarryOver: tokens stay, capped at the
-// new capacity). A change of the shard count spreads the key's tokens evenly
-// over the new shards.
+// carried into the new one (the core's CarryRow: tokens stay, capped at the
+// new capacity; a row past its idle_at is no row, as everywhere). A change
+// of the shard count spreads the key's tokens evenly over the new shards.
 #include <algorithm>
 #include <cstring>
 
@@ -38,18 +38,12 @@ struct KeyRows {
   StoredState stored[ratelimit::kMaxShards];
 };
 
-// Writes `state` to the row, settled under `to` (its idle time computed).
-void WriteCarried(const LimitId& id, const LimitConfig& to, const LimitState& state, Micros now,
-                  bool insert) {
+// Inserts a row holding `state`, settled under `to` (its idle time computed).
+void InsertCarried(const LimitId& id, const LimitConfig& to, const LimitState& state, Micros now) {
   LimitConfig row = RowConfig(to);
   Micros origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
   Decision settled = ratelimit::Refund(row, state, now, origin, 0);
-  RowWrite write = TaggedRow(to, settled.next, settled.full_at);
-  if (insert) {
-    InsertState(id, write);
-  } else {
-    UpdateLockedState(id, nullptr, write);
-  }
+  InsertState(id, TaggedRow(to, settled.next, settled.full_at));
 }
 
 // Whether the key's rows must be reset: one was written by another kind.
@@ -67,11 +61,11 @@ void CarryRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig& 
   Micros to_origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
   for (int i = 0; i < rows.count; ++i) {
     if (rows.shard[i] >= to.shards) continue;  // left over from more shards: never read
-    LimitState carried = ratelimit::CarryOver(RowConfig(from), from_origin, RowConfig(to), to_origin,
-                                              rows.stored[i].state, now);
+    ratelimit::StoredRow carried = ratelimit::CarryRow(RowConfig(from), from_origin, RowConfig(to), to_origin,
+                                                       StateForKind(rows.stored[i], from.kind, now), now);
     LimitId shard_id = id;
     shard_id.shard = rows.shard[i];
-    WriteCarried(shard_id, to, carried, now, false);
+    UpdateLockedState(shard_id, nullptr, TaggedRow(to, carried.state, carried.idle_at));
   }
 }
 
@@ -84,8 +78,8 @@ void SpreadRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig&
   Micros eff = now;
   for (int i = 0; i < rows.count; ++i) {
     if (rows.shard[i] >= from.shards) continue;
-    inputs[rows.shard[i]].state = rows.stored[i].state;
-    eff = std::max(eff, rows.stored[i].state.ts);
+    inputs[rows.shard[i]].state = StateForKind(rows.stored[i], from.kind, now);  // an idle row is full
+    if (inputs[rows.shard[i]].state.exists) eff = std::max(eff, rows.stored[i].state.ts);
   }
   Micros from_origin = ratelimit::WindowOrigin(from, id.name, id.name_len, id.key, id.key_len);
   Micros to_origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
@@ -97,7 +91,7 @@ void SpreadRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig&
   for (int shard = 0; shard < to.shards; ++shard) {
     LimitId shard_id = id;
     shard_id.shard = shard;
-    WriteCarried(shard_id, to, ratelimit::StateWithTokens(row, to_origin, eff, level), now, true);
+    InsertCarried(shard_id, to, ratelimit::StateWithTokens(row, to_origin, eff, level), now);
   }
   pfree(inputs);
 }
@@ -127,11 +121,13 @@ SPITupleTable* LockRows(text* name, text* key, uint64* count) {
         schema);
   char* sql = psprintf(
       "SELECT key, shard::pg_catalog.int4, value::pg_catalog.float8, ts::pg_catalog.timestamptz,"
-      " prev::pg_catalog.float8 FROM %s.ratelimit_state s WHERE name = $1%s%s"
+      " prev::pg_catalog.float8, %s FROM %s.ratelimit_state s WHERE name = $1%s%s"
       " ORDER BY key NULLS FIRST, shard FOR UPDATE",
-      schema, filter, except);
+      StateHasIdleAt() ? "idle_at::pg_catalog.timestamptz" : "NULL::pg_catalog.timestamptz", schema, filter,
+      except);
   Oid types[2] = {TEXTOID, TEXTOID};
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
+  RequireOwnerCodeSafe(CMD_SELECT);
   SqlScope scope = EnterSqlScope();
   int rc = SPI_execute_with_args(sql, key != nullptr ? 2 : 1, types, values, nullptr, false, 0);
   LeaveSqlScope(scope);
@@ -159,8 +155,13 @@ void AddRow(SPITupleTable* table, uint64 row, KeyRows* rows) {
   Datum ts = SPI_getbinval(tuple, table->tupdesc, 4, &isnull);
   Datum prev = SPI_getbinval(tuple, table->tupdesc, 5, &prev_is_null);
   if (shard < 0 || shard >= ratelimit::kMaxShards) return;
+  StoredState stored = StoredStateFromValues(value, ts, prev, prev_is_null);
+  bool idle_is_null = true;
+  Datum idle_at = SPI_getbinval(tuple, table->tupdesc, 6, &idle_is_null);
+  stored.has_idle_at = !idle_is_null;
+  if (!idle_is_null) stored.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
   rows->shard[rows->count] = shard;
-  rows->stored[rows->count] = StoredStateFromValues(value, ts, prev, prev_is_null);
+  rows->stored[rows->count] = stored;
   ++rows->count;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "pg_adapter.h"
+#include "sql_plans.h"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -56,11 +57,7 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
   ErrorData* volatile failure = nullptr;
   volatile Datum result = 0;
   int guc_level = NewGUCNestLevel();
-  (void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-  (void)set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
-  (void)set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                          false);
+  PinConversionSettings();
   PG_TRY();
   {
     result =
@@ -156,10 +153,10 @@ ratelimit::Kind RequireKind(const JsonbValue& value) {
   if (value.type != jbvString) RaiseConfigError("kind", "must be a string", nullptr);
   ratelimit::Kind kind;
   if (ratelimit::ParseKind(value.val.string.val, value.val.string.len, &kind)) return kind;
-  ereport(ERROR,
-          (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-           errmsg("unknown rate limit kind \"%.*s\"", EchoLength(value.val.string.len), value.val.string.val),
-           errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
+  ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                  errmsg("unknown rate limit kind \"%.*s\"",
+                         EchoLength(value.val.string.val, value.val.string.len), value.val.string.val),
+                  errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
   pg_unreachable();
 }
 
@@ -224,10 +221,10 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
     if (present && value.type != jbvBool) RaiseConfigError("shadow", "must be true or false", nullptr);
     config->shadow = present && value.val.boolean;
   } else {
-    ereport(ERROR,
-            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-             errmsg("unknown config field \"%.*s\"", EchoLength(key.val.string.len), key.val.string.val),
-             errdetail("%s", kValidFields)));
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("unknown config field \"%.*s\"",
+                           EchoLength(key.val.string.val, key.val.string.len), key.val.string.val),
+                    errdetail("%s", kValidFields)));
   }
 }
 

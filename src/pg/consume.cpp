@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "pg_adapter.h"
+#include "policy.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -29,17 +30,19 @@ RowWrite WriteOf(const LimitCall& call, const LimitState& next, Micros idle_at) 
 
 // Reads a row under its lock (FOR UPDATE). A row another transaction holds
 // counts as a lock wait (ratelimit_stats) before this call waits for it.
-StoredState LockRowCountingWait(const LimitId& id) {
-  StoredState stored = ReadState(id, ReadMode::kLockSkipLocked);
+StoredState LockRowCountingWait(const LimitCall& call) {
+  StoredState stored = ReadState(call.id, ReadMode::kLockSkipLocked);
   if (!stored.busy) return stored;
-  CountLockWait(id);
-  return ReadState(id, ReadMode::kLock);
+  CountLockWait(call);
+  return ReadState(call.id, ReadMode::kLock);
 }
 
-// LockOrCreateRow, counting a lock wait when it has to wait.
-bool LockOrCreateCountingWait(const LimitId& id, const RowWrite& initial, bool announce, StoredState* out) {
+// LockOrCreateRow of row `id` of the call's limit, counting a lock wait
+// when it has to wait.
+bool LockOrCreateCountingWait(const LimitCall& call, const LimitId& id, const RowWrite& initial,
+                              bool announce, StoredState* out) {
   if (LockOrCreateRow(id, initial, false, announce, out)) return true;
-  CountLockWait(id);
+  CountLockWait(call);
   return LockOrCreateRow(id, initial, true, announce, out);
 }
 
@@ -52,7 +55,8 @@ LimitId ShardId(const LimitId& id, int shard) {
 // ---- one row ------------------------------------------------------------
 
 Decision DecideNow(const LimitCall& call, const StoredState& stored) {
-  return ratelimit::Decide(call.config, StateForKind(stored, call.config.kind), ClockNow(), call.origin,
+  Micros now = ClockNow();
+  return ratelimit::Decide(call.config, StateForKind(stored, call.config.kind, now), now, call.origin,
                            call.request);
 }
 
@@ -64,33 +68,59 @@ bool WriteIfUnchanged(const LimitCall& call, const StoredState& stored, const De
   return UpdateStateIfUnchanged(call.id, stored, row);
 }
 
-// The contended path: lock the row (SELECT ... FOR UPDATE), read the clock
-// after the lock is held, decide and write. Loops only if the row appears or
-// vanishes under us (a concurrent first insert, reset or cleanup).
-Decision ConsumeRowLocked(const LimitCall& call) {
+// How a step that may have waited ended: decided, or the call's config
+// changed meanwhile (it was completed again: the call starts over).
+enum class Outcome { kDone, kRestart };
+
+// One locked step of a call: its input and what it decided.
+struct LockedStep {
+  LimitCall* call;
+  Decision decision;
+  Outcome outcome;
+};
+
+// The contended path, in a subtransaction (LockedRowStep): lock the row
+// (SELECT ... FOR UPDATE), read the clock after the lock is held, decide
+// and write. Loops only if the row appears or vanishes under us (a
+// concurrent first insert, reset or cleanup). Keeps the subtransaction only
+// for a grant: a refusal leaves no row lock behind, so nobody queues behind
+// a refused call's transaction.
+bool LockedRowStep(void* context) {
+  auto* step = static_cast<LockedStep*>(context);
+  LimitCall& call = *step->call;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
-    StoredState stored = LockRowCountingWait(call.id);
-    Decision decision = DecideNow(call, stored);
-    if (!decision.ok) return decision;
-    RowWrite row = WriteOf(call, decision.next, decision.full_at);
+    StoredState stored = LockRowCountingWait(call);
+    // A change of the config committed while this call waited applies to it.
+    if (RefreshConfig(&call)) {
+      step->outcome = Outcome::kRestart;
+      return false;
+    }
+    step->decision = DecideNow(call, stored);
+    if (!step->decision.ok) return false;
+    RowWrite row = WriteOf(call, step->decision.next, step->decision.full_at);
     if (!stored.state.exists) {
-      if (InsertState(call.id, row)) return decision;
+      if (InsertState(call.id, row)) return true;
       continue;
     }
     UpdateLockedState(call.id, &stored.tid, row);
-    return decision;
+    return true;
   }
 }
 
 // Decides from the latest committed state: a refusal returns without a lock
 // or a write; a grant writes only if the row is unchanged, else the row lock
 // path decides again.
-Decision ConsumeRow(const LimitCall& call) {
-  StoredState stored = ReadState(call.id, ReadMode::kUnlocked);
-  Decision decision = DecideNow(call, stored);
-  if (!decision.ok || WriteIfUnchanged(call, stored, decision)) return decision;
-  return ConsumeRowLocked(call);
+Outcome ConsumeRow(LimitCall* call, Decision* out) {
+  StoredState stored = ReadState(call->id, ReadMode::kUnlocked);
+  *out = DecideNow(*call, stored);
+  if (!out->ok) return Outcome::kDone;
+  if (RefreshConfig(call)) return Outcome::kRestart;
+  if (WriteIfUnchanged(*call, stored, *out)) return Outcome::kDone;
+  LockedStep step{call, {}, Outcome::kDone};
+  RunInSubtransaction(LockedRowStep, &step);
+  *out = step.decision;
+  return step.outcome;
 }
 
 // ---- sharded limits -----------------------------------------------------
@@ -115,7 +145,8 @@ void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPoin
 // Reads one shard row without a lock (no row: its initial state).
 void ReadShard(const LimitCall& call, int shard, ShardInput* out) {
   out->shard = shard;
-  out->state = StateForKind(ReadState(ShardId(call.id, shard), ReadMode::kUnlocked), call.config.kind);
+  out->state =
+      StateForKind(ReadState(ShardId(call.id, shard), ReadMode::kUnlocked), call.config.kind, ClockNow());
 }
 
 // The row a never-used row of `config` is created as: its initial state,
@@ -134,10 +165,10 @@ bool LockShard(const LimitCall& call, int shard, bool wait, ShardInput* out, Ite
   StoredState stored;
   LimitId id = ShardId(call.id, shard);
   RowWrite initial = InitialRow(call.config, call.origin);
-  bool locked = wait ? LockOrCreateCountingWait(id, initial, true, &stored)
+  bool locked = wait ? LockOrCreateCountingWait(call, id, initial, true, &stored)
                      : LockOrCreateRow(id, initial, false, true, &stored);
   out->shard = shard;
-  out->state = StateForKind(stored, call.config.kind);
+  out->state = StateForKind(stored, call.config.kind, ClockNow());
   *tid = stored.tid;
   return locked;
 }
@@ -166,8 +197,6 @@ int SingleShardUsed(const ShardDecision& decision) {
   if (decision.writes[0].write != decision.writes[1].write) return decision.writes[0].write ? 0 : 1;
   return -1;
 }
-
-enum class Outcome { kDone, kRestart };
 
 // Both shards are needed and `held` is locked: lock the other one, waiting
 // only if it sorts after `held` (canonical order), else only if it is free.
@@ -228,23 +257,54 @@ Outcome ConsumeShardsLocked(const LimitCall& call, const ShardInput fast[2], con
   return TakeFromLocked(call, held, held_tid, fast[1], out);
 }
 
+// The locked part of a sharded call, in a subtransaction kept only for a
+// grant (so a refusal holds no shard's lock). kRestart inside: a shard row
+// vanished (decide again from the committed state).
+struct ShardedStep {
+  LimitCall* call;
+  ShardInput fast[2];
+  ShardDecision planned;
+  Decision decision;
+  Outcome outcome;  // of the locking: kRestart when a row vanished
+  bool config_changed;
+};
+
+bool LockedShardsStep(void* context) {
+  auto* step = static_cast<ShardedStep*>(context);
+  step->outcome = ConsumeShardsLocked(*step->call, step->fast, step->planned, &step->decision);
+  // A change of the config committed while this call waited applies to it.
+  if (RefreshConfig(step->call)) {
+    step->config_changed = true;
+    return false;
+  }
+  return step->outcome == Outcome::kDone && step->decision.ok;
+}
+
 // The power of two choices: decide on two random shards from the committed
 // state (a refusal ends there), then lock and decide again. A shard row
 // that does not exist yet is created, in its initial state, only when a
 // call locks it (LockShard), so a limit's first use (or its first after
 // cleanup) takes from free shards like any other call.
-Decision ConsumeSharded(const LimitCall& call) {
+Outcome ConsumeSharded(LimitCall* call, Decision* out) {
   int candidate[2];
-  ratelimit::PickCandidates(call.config.shards, compat::RandomUnit(), compat::RandomUnit(), candidate);
+  ratelimit::PickCandidates(call->config.shards, compat::RandomUnit(), compat::RandomUnit(), candidate);
   for (;;) {
     CHECK_FOR_INTERRUPTS();
-    ShardInput fast[2];
-    ReadShard(call, candidate[0], &fast[0]);
-    ReadShard(call, candidate[1], &fast[1]);
-    ShardDecision decision = DecideShardsNow(call, fast, 2);
-    if (!decision.summary.ok) return decision.summary;
-    Decision out;
-    if (ConsumeShardsLocked(call, fast, decision, &out) == Outcome::kDone) return out;
+    ShardedStep step{call, {}, {}, {}, Outcome::kDone, false};
+    ReadShard(*call, candidate[0], &step.fast[0]);
+    ReadShard(*call, candidate[1], &step.fast[1]);
+    step.planned = DecideShardsNow(*call, step.fast, 2);
+    if (!step.planned.summary.ok) {
+      *out = step.planned.summary;
+      return Outcome::kDone;
+    }
+    if (RefreshConfig(call)) return Outcome::kRestart;
+    RunInSubtransaction(LockedShardsStep, &step);
+    if (step.config_changed) return Outcome::kRestart;
+    if (step.outcome == Outcome::kDone) {
+      *out = step.decision;
+      return Outcome::kDone;
+    }
   }
 }
 
@@ -255,7 +315,8 @@ ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
   auto* stored = static_cast<StoredState*>(palloc(sizeof(StoredState) * shards));
   ReadAllShards(call.id, lock, shards, stored);
   ShardInput* all = static_cast<ShardInput*>(palloc(sizeof(ShardInput) * shards));
-  for (int i = 0; i < shards; ++i) all[i] = ShardInput{i, StateForKind(stored[i], call.config.kind)};
+  Micros now = ClockNow();
+  for (int i = 0; i < shards; ++i) all[i] = ShardInput{i, StateForKind(stored[i], call.config.kind, now)};
   pfree(stored);
   return all;
 }
@@ -265,25 +326,23 @@ ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
 // One row to lock for ratelimit_limit_all, and its state as entries take from it.
 struct LockedRow {
   LimitId id;
-  LimitConfig config;  // of the first entry using the row (for materializing)
-  Micros origin;
-  LimitState current;
+  const LimitCall* call;  // the first entry using the row (its config creates the row)
+  StoredState stored;     // as locked
+  LimitState current;     // as the entries decided so far leave it
   bool dirty;
   Micros idle_at;
-  ItemPointerData tid;  // where the locked version is
 };
 
-// The rows one entry uses: its row, or its two candidate shards.
+// The rows one entry uses: its row, or its two candidate shards (none when
+// a shadow entry's count can never fit: it touches no row).
 struct EntryRows {
   int count;
   int shard[2];
   int row[2];
 };
 
-// Byte order of (name, key NULL first, shard): the canonical lock order.
-int CompareRows(const void* left, const void* right) {
-  const LimitId& a = static_cast<const LockedRow*>(left)->id;
-  const LimitId& b = static_cast<const LockedRow*>(right)->id;
+// Byte order of (name, key NULL first): the canonical order of limits.
+int CompareIds(const LimitId& a, const LimitId& b) {
   int c = std::memcmp(a.name, b.name, std::min(a.name_len, b.name_len));
   if (c != 0 || a.name_len != b.name_len) return c != 0 ? c : (a.name_len < b.name_len ? -1 : 1);
   if ((a.key == nullptr) != (b.key == nullptr)) return a.key == nullptr ? -1 : 1;
@@ -291,11 +350,63 @@ int CompareRows(const void* left, const void* right) {
     c = std::memcmp(a.key, b.key, std::min(a.key_len, b.key_len));
     if (c != 0 || a.key_len != b.key_len) return c != 0 ? c : (a.key_len < b.key_len ? -1 : 1);
   }
-  return a.shard - b.shard;
+  return 0;
+}
+
+// (name, key, shard) order: the canonical lock order.
+int CompareRows(const void* left, const void* right) {
+  const LimitId& a = static_cast<const LockedRow*>(left)->id;
+  const LimitId& b = static_cast<const LockedRow*>(right)->id;
+  int c = CompareIds(a, b);
+  return c != 0 ? c : a.shard - b.shard;
+}
+
+// Orders indexes of calls by their limit's (name, key).
+int CompareCallIndexes(const void* left, const void* right, void* arg) {
+  const LimitCall* calls = static_cast<const LimitCall*>(arg);
+  return CompareIds(calls[*static_cast<const int*>(left)].id, calls[*static_cast<const int*>(right)].id);
+}
+
+// One limit has one config in a call: elements naming the same (name, key)
+// under different configs are refused with 22023 before anything is read.
+void RequireOneConfigPerLimit(const LimitCall* calls, int count) {
+  int* order = static_cast<int*>(palloc(sizeof(int) * count));
+  for (int i = 0; i < count; ++i) order[i] = i;
+  qsort_arg(order, count, sizeof(int), CompareCallIndexes, const_cast<LimitCall*>(calls));
+  for (int i = 1; i < count; ++i) {
+    const LimitCall& a = calls[order[i - 1]];
+    const LimitCall& b = calls[order[i]];
+    if (CompareIds(a.id, b.id) != 0 || ratelimit::SameLimit(a.config, b.config)) continue;
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("limits[%d] and limits[%d] use rate limit \"%.*s\" under different configs",
+                    std::min(order[i - 1], order[i]), std::max(order[i - 1], order[i]),
+                    EchoLength(a.id.name, a.id.name_len), a.id.name),
+             errdetail("A limit has one config in a call: elements with the same name and key must pass the "
+                       "same config (or none).")));
+  }
+  pfree(order);
+}
+
+// What a shadow entry whose count can never fit answers: refused (then
+// shadow-granted by the caller) with the tokens there are now; no row is
+// read for a lock or written.
+Decision NeverFitsRefusal(const LimitCall& call) {
+  LimitCall reading = call;
+  reading.request = Request{0, false};
+  reading.never_fits = false;
+  Decision decision = Check(reading);
+  decision.ok = false;
+  decision.has_retry = false;
+  return decision;
 }
 
 // The unlocked decision of one entry; picks its candidate shards if sharded.
 Decision FastDecision(const LimitCall& call, EntryRows* rows) {
+  if (call.never_fits) {
+    rows->count = 0;
+    return NeverFitsRefusal(call);
+  }
   if (call.config.shards <= 1) {
     rows->count = 1;
     rows->shard[0] = 0;
@@ -314,12 +425,10 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
 // held to the transaction's end) to callers that skip busy shards; an
 // unsharded row is never skipped, and takes no such lock.
 void LockEntryRow(LockedRow* row) {
-  StoredState stored;
-  if (!LockOrCreateCountingWait(row->id, InitialRow(row->config, row->origin), row->config.shards > 1,
-                                &stored))
+  const LimitCall& call = *row->call;
+  if (!LockOrCreateCountingWait(call, row->id, InitialRow(call.config, call.origin), call.config.shards > 1,
+                                &row->stored))
     elog(ERROR, "ratelimit: a state row changed under its lock");
-  row->current = StateForKind(stored, row->config.kind);
-  row->tid = stored.tid;
 }
 
 // Collects, sorts and deduplicates the rows of all entries, then locks them
@@ -327,17 +436,14 @@ void LockEntryRow(LockedRow* row) {
 int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow** rows_out) {
   int total = 0;
   for (int i = 0; i < count; ++i) total += entries[i].count;
-  LockedRow* rows = static_cast<LockedRow*>(palloc0(sizeof(LockedRow) * total));
+  LockedRow* rows = static_cast<LockedRow*>(palloc0(sizeof(LockedRow) * (total + 1)));
   int n = 0;
   for (int i = 0; i < count; ++i)
-    for (int j = 0; j < entries[i].count; ++j)
-      rows[n++] = LockedRow{ShardId(calls[i].id, entries[i].shard[j]),
-                            calls[i].config,
-                            calls[i].origin,
-                            LimitState{},
-                            false,
-                            0,
-                            {}};
+    for (int j = 0; j < entries[i].count; ++j) {
+      LockedRow& row = rows[n++];
+      row.id = ShardId(calls[i].id, entries[i].shard[j]);
+      row.call = &calls[i];
+    }
   qsort(rows, n, sizeof(LockedRow), CompareRows);
   int distinct = 0;
   for (int i = 0; i < n; ++i)
@@ -345,7 +451,8 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
   for (int i = 0; i < distinct; ++i) LockEntryRow(&rows[i]);
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < entries[i].count; ++j) {
-      LockedRow key{ShardId(calls[i].id, entries[i].shard[j]), {}, 0, {}, false, 0, {}};
+      LockedRow key{};
+      key.id = ShardId(calls[i].id, entries[i].shard[j]);
       void* found = std::bsearch(&key, rows, distinct, sizeof(LockedRow), CompareRows);
       entries[i].row[j] = static_cast<int>(static_cast<LockedRow*>(found) - rows);
     }
@@ -355,10 +462,15 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
 
 // Decides one entry on its locked rows at `now`, applying a grant to them.
 Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, LockedRow* rows, Micros now) {
+  if (entry.count == 0) return NeverFitsRefusal(call);
   if (entry.count == 1) {
     LockedRow& row = rows[entry.row[0]];
     Decision d = ratelimit::Decide(call.config, row.current, now, call.origin, call.request);
-    if (d.ok) row = LockedRow{row.id, row.config, row.origin, d.next, true, d.full_at, row.tid};
+    if (d.ok) {
+      row.current = d.next;
+      row.dirty = true;
+      row.idle_at = d.full_at;
+    }
     return d;
   }
   ShardInput inputs[2];
@@ -368,7 +480,9 @@ Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, Locked
   for (int j = 0; d.summary.ok && j < 2; ++j) {
     if (!d.writes[j].write) continue;
     LockedRow& row = rows[entry.row[j]];
-    row = LockedRow{row.id, row.config, row.origin, d.writes[j].next, true, d.writes[j].full_at, row.tid};
+    row.current = d.writes[j].next;
+    row.dirty = true;
+    row.idle_at = d.writes[j].full_at;
   }
   return d.summary;
 }
@@ -384,14 +498,54 @@ void JitterAll(const LimitCall* calls, int count, Decision* out) {
     out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], compat::RandomUnit());
 }
 
+// The locked part of ratelimit_limit_all, in a subtransaction kept only if
+// every entry is granted: a refusal under the locks releases them all.
+struct AllStep {
+  LimitCall* calls;
+  int count;
+  EntryRows* entries;
+  Decision* out;
+  bool config_changed;
+};
+
+bool LockedAllStep(void* context) {
+  auto* step = static_cast<AllStep*>(context);
+  LockedRow* rows = nullptr;
+  int distinct = LockAllRows(step->calls, step->count, step->entries, &rows);
+  for (int i = 0; i < step->count; ++i)
+    if (RefreshConfig(&step->calls[i])) step->config_changed = true;
+  if (step->config_changed) return false;  // decided again under the configs now in force
+  Micros now = ClockNow();
+  for (int i = 0; i < distinct; ++i)
+    rows[i].current = StateForKind(rows[i].stored, rows[i].call->config.kind, now);
+  bool all_ok = true;
+  for (int i = 0; i < step->count; ++i) {
+    step->out[i] = DecideEntryLocked(step->calls[i], step->entries[i], rows, now);
+    all_ok = all_ok && !Blocks(step->calls[i], step->out[i]);
+  }
+  if (!all_ok) return false;  // one refused under the locks: consume none
+  for (int i = 0; i < distinct; ++i)
+    if (rows[i].dirty)
+      UpdateLockedState(rows[i].id, &rows[i].stored.tid,
+                        TaggedRow(rows[i].call->config, rows[i].current, rows[i].idle_at));
+  return true;
+}
+
 }  // namespace
 
-Decision Consume(const LimitCall& call) {
-  Decision decision = call.config.shards > 1 ? ConsumeSharded(call) : ConsumeRow(call);
-  return ratelimit::ApplyJitter(call.config, decision, compat::RandomUnit());
+Decision Consume(LimitCall* call) {
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    if (call->never_fits) return NeverFitsRefusal(*call);
+    Decision decision;
+    Outcome outcome = call->config.shards > 1 ? ConsumeSharded(call, &decision) : ConsumeRow(call, &decision);
+    if (outcome == Outcome::kDone)
+      return ratelimit::ApplyJitter(call->config, decision, compat::RandomUnit());
+  }
 }
 
 Decision Check(const LimitCall& call) {
+  if (call.never_fits) return NeverFitsRefusal(call);
   Decision decision;
   if (call.config.shards > 1) {
     ShardInput* all = ReadDenseShards(call, false);
@@ -404,10 +558,12 @@ Decision Check(const LimitCall& call) {
 }
 
 ratelimit::Reading CurrentValue(const LimitCall& call) {
-  if (call.config.shards <= 1)
+  if (call.config.shards <= 1) {
+    Micros now = ClockNow();
     return ratelimit::ValueAt(call.config,
-                              StateForKind(ReadState(call.id, ReadMode::kUnlocked), call.config.kind),
-                              ClockNow(), call.origin);
+                              StateForKind(ReadState(call.id, ReadMode::kUnlocked), call.config.kind, now),
+                              now, call.origin);
+  }
   ShardInput* all = ReadDenseShards(call, false);
   return ratelimit::TotalValueAt(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
                                  call.origin);
@@ -415,9 +571,10 @@ ratelimit::Reading CurrentValue(const LimitCall& call) {
 
 Decision RefundTokens(const LimitCall& call, double amount) {
   if (call.config.shards <= 1) {
-    StoredState stored = LockRowCountingWait(call.id);
-    Decision decision = ratelimit::Refund(call.config, StateForKind(stored, call.config.kind), ClockNow(),
-                                          call.origin, amount);
+    StoredState stored = LockRowCountingWait(call);
+    Micros now = ClockNow();
+    Decision decision =
+        ratelimit::Refund(call.config, StateForKind(stored, call.config.kind, now), now, call.origin, amount);
     if (stored.state.exists)
       UpdateLockedState(call.id, &stored.tid, WriteOf(call, decision.next, decision.full_at));
     return decision;
@@ -436,24 +593,19 @@ Decision RefundTokens(const LimitCall& call, double amount) {
 void ConsumeAll(LimitCall* calls, int count, Decision* out) {
   if (count == 0) return;
   EntryRows* entries = static_cast<EntryRows*>(palloc0(sizeof(EntryRows) * count));
-  bool all_ok = true;
-  for (int i = 0; i < count; ++i) {
-    out[i] = FastDecision(calls[i], &entries[i]);
-    all_ok = all_ok && !Blocks(calls[i], out[i]);
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    RequireOneConfigPerLimit(calls, count);
+    bool all_ok = true;
+    for (int i = 0; i < count; ++i) {
+      out[i] = FastDecision(calls[i], &entries[i]);
+      all_ok = all_ok && !Blocks(calls[i], out[i]);
+    }
+    if (!all_ok) return JitterAll(calls, count, out);  // refused from the committed state: no lock, no write
+    AllStep step{calls, count, entries, out, false};
+    RunInSubtransaction(LockedAllStep, &step);
+    if (!step.config_changed) return JitterAll(calls, count, out);
   }
-  if (!all_ok) return JitterAll(calls, count, out);  // refused from the committed state: no lock, no write
-  LockedRow* rows = nullptr;
-  int distinct = LockAllRows(calls, count, entries, &rows);
-  Micros now = ClockNow();
-  for (int i = 0; i < count; ++i) {
-    out[i] = DecideEntryLocked(calls[i], entries[i], rows, now);
-    all_ok = all_ok && !Blocks(calls[i], out[i]);
-  }
-  if (!all_ok) return JitterAll(calls, count, out);  // one refused under the locks: consume none
-  for (int i = 0; i < distinct; ++i)
-    if (rows[i].dirty)
-      UpdateLockedState(rows[i].id, &rows[i].tid,
-                        TaggedRow(rows[i].config, rows[i].current, rows[i].idle_at));
 }
 
 }  // namespace ratelimit_pg

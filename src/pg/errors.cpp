@@ -4,6 +4,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
 #include "utils/guc.h"
@@ -110,6 +111,8 @@ char* PostgrestMessageJson(const char* message, const char* details, const char*
 }
 
 }  // namespace
+
+int EchoLength(const char* bytes, int len) { return pg_mbcliplen(bytes, len, kMaxEchoBytes); }
 
 void DefineErrorFormatGuc() {
   DefineCustomEnumVariable("ratelimit.error_format",

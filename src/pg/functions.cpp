@@ -135,16 +135,6 @@ void DisconnectStorage(Oid previous_sql_role) {
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }
 
-// Resolves the config (the key's override, else inline, else defined; see
-// ResolveConfig), validates the request against it and derives the window
-// origin. Needs SPI.
-void CompleteLimitCall(LimitCall* call) {
-  ResolveConfig(call);
-  RaiseIfInvalid(ratelimit::ValidateRequest(call->config, call->request));
-  call->origin =
-      ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
-}
-
 // Reads (name, key, config, count, reserve) from the arguments starting at
 // `first`; count and reserve may be absent (argument index < 0).
 LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int config, int count, int reserve) {
@@ -203,11 +193,11 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   bool throws = PG_GETARG_BOOL(5);
   Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
-  Decision decision = consume ? Consume(call) : Check(call);
+  Decision decision = consume ? Consume(&call) : Check(call);
   DisconnectStorage(previous_sql_role);
   bool shadow_refused = !decision.ok && call.config.shadow;
   if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
-  if (consume) CountDecision(call.id, decision, call.request.count, shadow_refused);
+  if (consume) CountDecision(call, decision, shadow_refused);
   if (!decision.ok && throws) RaiseRateLimited(call, decision);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
@@ -314,7 +304,7 @@ void PutStatusRow(const StatusRow& row, void* context) {
     LimitConfig per_row = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
-    LimitState state = StateForKind(row.stored, config.kind);
+    LimitState state = StateForKind(row.stored, config.kind, status->now);
     values[4] = Float8GetDatum(ratelimit::ValueAt(per_row, state, status->now, origin).value + 0.0);
     nulls[3] = nulls[4] = false;
   }
@@ -464,8 +454,7 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
     if (shadowed[i]) decisions[i] = ratelimit::ShadowGrant(decisions[i]);
   }
   for (int i = 0; i < count; ++i)
-    if (consumed || shadowed[i] || !decisions[i].ok)
-      CountDecision(calls[i].id, decisions[i], calls[i].request.count, shadowed[i]);
+    if (consumed || shadowed[i] || !decisions[i].ok) CountDecision(calls[i], decisions[i], shadowed[i]);
   for (int i = 0; throws && i < count; ++i)
     if (!decisions[i].ok) RaiseRateLimited(calls[i], decisions[i]);
   TupleDesc desc;
@@ -484,7 +473,7 @@ Datum Refund(FunctionCallInfo fcinfo) {
   CompleteLimitCall(&call);
   Decision decision = RefundTokens(call, amount);
   DisconnectStorage(previous_sql_role);
-  CountRefund(call.id, amount);
+  CountRefund(call, amount);
   return ResultDatum(ResultDesc(fcinfo), decision);
 }
 

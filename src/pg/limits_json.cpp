@@ -57,8 +57,8 @@ void ApplyEntryField(int index, const JsonbValue& key, JsonbValue* value, LimitC
     call->request.reserve = value->val.boolean;
   } else {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("limits[%d]: unknown field \"%.*s\"", index, EchoLength(key.val.string.len),
-                           key.val.string.val),
+                    errmsg("limits[%d]: unknown field \"%.*s\"", index,
+                           EchoLength(key.val.string.val, key.val.string.len), key.val.string.val),
                     errdetail("Valid fields are name, key, config, count and reserve.")));
   }
 }

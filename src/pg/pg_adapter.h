@@ -30,8 +30,10 @@ constexpr int kMaxNameBytes = 1024;
 // How much of an unknown name or value an error message repeats.
 constexpr int kMaxEchoBytes = 64;
 
-// The length of `len` bytes to quote in an error message (at most kMaxEchoBytes).
-inline int EchoLength(int len) { return len < kMaxEchoBytes ? len : kMaxEchoBytes; }
+// errors.cpp: how many of the `len` bytes at `bytes` (in the database
+// encoding) an error message quotes: at most kMaxEchoBytes, cut at a
+// character boundary so the message stays valid in any client encoding.
+int EchoLength(const char* bytes, int len);
 
 // One limit row's identity: name and key bytes (key == nullptr: NULL key).
 struct LimitId {
@@ -88,6 +90,8 @@ Datum HeadersJsonb(const LimitId& id, const LimitConfig& config, const ratelimit
 // state_sql.cpp.
 struct StoredState {
   LimitState state;
+  bool has_idle_at;  // idle_at is not NULL (and the column exists)
+  Micros idle_at;    // from then on the row answers as no row (see StateForKind)
   bool prev_is_null;
   bool busy;            // the row exists but another transaction holds it (SKIP LOCKED)
   ItemPointerData tid;  // where the row version was read (valid when state.exists)
@@ -162,6 +166,11 @@ struct LimitCall {
   LimitConfig config;
   Request request;
   Micros origin;
+  // Shadow mode only: the count can never be granted; answered as a shadow
+  // refusal without touching storage.
+  bool never_fits;
+  bool owner_config;  // the config is a definition or an override (the owner's limit)
+  uint64 generation;  // of definitions and overrides when the config was resolved
 };
 
 // config_cache.cpp: parsed configs cached per backend (inline by their
@@ -169,8 +178,14 @@ struct LimitCall {
 void InlineConfig(Jsonb* config, LimitConfig* out);
 bool NamedConfig(const LimitId& id, LimitConfig* out);
 
-// consume.cpp: the decisions that read, lock and write state rows.
-Decision Consume(const LimitCall& call);
+// subtransaction.cpp: runs `step` in an internal subtransaction, kept if
+// it returns true, rolled back (its row locks released) if false or on an
+// error, which is then raised again. Returns what step returned.
+bool RunInSubtransaction(bool (*step)(void* context), void* context);
+
+// consume.cpp: the decisions that read, lock and write state rows. A call
+// whose config changes while it waits is completed again (RefreshConfig).
+Decision Consume(LimitCall* call);
 Decision Check(const LimitCall& call);
 ratelimit::Reading CurrentValue(const LimitCall& call);
 Decision RefundTokens(const LimitCall& call, double amount);
@@ -182,6 +197,13 @@ void ConsumeAll(LimitCall* calls, int count, Decision* out);
 // config (for a defined name only the same limit as the definition: 22023),
 // else the definition (42704 if there is none).
 void ResolveConfig(LimitCall* call);
+// ResolveConfig, then the request validated against the config (22023) and
+// the window origin derived. Needs SPI.
+void CompleteLimitCall(LimitCall* call);
+// After a wait for a lock: whether another session's committed change of a
+// definition or override changed the call's config; if so, completes the
+// call again under the config now in force (true).
+bool RefreshConfig(LimitCall* call);
 
 // overrides.cpp: per-key overrides and their per-backend caches.
 void RegisterOverridesInvalidation();
@@ -204,9 +226,13 @@ void InvalidateOverrides();
 enum class StoredKind { kTokenBucket, kFixedWindow, kSlidingWindow, kTokenBucketOrFixedWindow };
 StoredKind StoredKindOf(const StoredState& stored);
 bool StoredKindFits(StoredKind stored, ratelimit::Kind kind);
-// The state a call of `kind` decides on: the stored one, or no row (the
-// initial state) when another algorithm wrote it.
-LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind);
+// The state a call of `kind` decides on at clock `now`: the stored one, or
+// no row (the initial state) when another algorithm wrote it or when its
+// idle_at has passed. An idle row is the same as no row under the config
+// that wrote it; reading it as no row under any config is what makes
+// ratelimit_cleanup(), which deletes exactly those rows, never change an
+// answer, whatever config changed since.
+LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind, Micros now);
 // The row to write for `next` under `config`, its kind tagged.
 RowWrite TaggedRow(const LimitConfig& config, const LimitState& next, Micros idle_at);
 
@@ -226,9 +252,12 @@ void LockOverrideChanges();
 // stats.cpp: decision counters in shared memory (ratelimit_stats).
 void DefineStatsGucs();
 void RequestStatsSharedMemory();
-void CountDecision(const LimitId& id, const Decision& decision, double count, bool shadow_refused);
-void CountRefund(const LimitId& id, double amount);
-void CountLockWait(const LimitId& id);
+// Each counts under the call's name; a name whose limit is the owner's (a
+// definition or an override: call.owner_config) may take a slot of the
+// half reserved for those.
+void CountDecision(const LimitCall& call, const Decision& decision, bool shadow_refused);
+void CountRefund(const LimitCall& call, double amount);
+void CountLockWait(const LimitCall& call);
 // ratelimit_stats_rows' rows (materialized) and ratelimit_stats_reset.
 Datum StatsRows(FunctionCallInfo fcinfo);
 void ResetStats();

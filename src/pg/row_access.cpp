@@ -26,6 +26,9 @@ extern "C" {
 #include "executor/tuptable.h"
 #include "nodes/nodeFuncs.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "rewrite/rewriteHandler.h"
+#include "storage/lmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -37,9 +40,6 @@ extern "C" {
 
 namespace ratelimit_pg {
 namespace {
-
-// The CHECK constraint the extension installs (shard >= 0): no owner code.
-constexpr const char* kInstalledShardCheck = "ratelimit_state_shard_check";
 
 // The equality functions of the index keys, looked up once per backend
 // (ScanKeyInit would look them up on every call).
@@ -105,6 +105,12 @@ StoredState StoredStateFromSlot(TupleTableSlot* slot, const StateColumns& c) {
   Datum ts = slot_getattr(slot, c.ts, &isnull);
   Datum prev = slot_getattr(slot, c.prev, &prev_is_null);
   StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  if (c.idle_at != InvalidAttrNumber) {
+    bool idle_is_null = true;
+    Datum idle_at = slot_getattr(slot, c.idle_at, &idle_is_null);
+    out.has_idle_at = !idle_is_null;
+    if (!idle_is_null) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
+  }
   ItemPointerCopy(&slot->tts_tid, &out.tid);
   return out;
 }
@@ -156,7 +162,7 @@ struct RowWriter {
   MemoryContext outer;
 };
 
-void BeginRowWrite(const StateTable& table, RowWriter* w) {
+void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative) {
   Relation rel = table.rel;
   w->estate = CreateExecutorState();
   w->outer = MemoryContextSwitchTo(w->estate->es_query_cxt);
@@ -174,7 +180,7 @@ void BeginRowWrite(const StateTable& table, RowWriter* w) {
   w->estate->es_output_cid = GetCurrentCommandId(true);
   w->estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
   compat::InitEpqState(&w->epq, w->estate);
-  ExecOpenIndices(w->rri, false);
+  ExecOpenIndices(w->rri, speculative);
   AfterTriggerBeginQuery();
 }
 
@@ -253,52 +259,82 @@ bool UpdateIfNewest(RowWriter* w, ItemPointerData tid, TupleTableSlot* slot) {
   return true;
 }
 
-// Whether the write may run code the table's owner added after installing
-// it: a trigger, a CHECK other than the installed shard check, a stored
-// generated column, or an index beyond the two installed ones (its
-// expressions, predicate and operators are functions). Such a write runs in
-// the SQL scope, as the owner with the pinned search_path, as the same
-// write through SQL would; the table as installed runs none, and its
-// writes skip the scope's cost.
-bool IsUserFunction(Oid function, void* context) {
-  (void)context;
-  return function >= FirstNormalObjectId;
+// The columns of a new row: the identity and state given, every other
+// column its default (as INSERT fills them, and as the apply worker's
+// slot_fill_defaults does: build_column_default, run through the planner),
+// stored generated columns computed later by ExecComputeStoredGenerated.
+TupleTableSlot* NewRow(const StateTable& table, const LimitId& id, const RowWrite& row, EState* estate) {
+  TupleDesc desc = RelationGetDescr(table.rel);
+  TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+  ExecClearTuple(slot);
+  for (int i = 0; i < desc->natts; ++i) {
+    slot->tts_values[i] = 0;
+    slot->tts_isnull[i] = true;
+  }
+  auto set = [slot](AttrNumber attnum, Datum value, bool isnull) {
+    if (attnum == InvalidAttrNumber) return;
+    slot->tts_values[attnum - 1] = value;
+    slot->tts_isnull[attnum - 1] = isnull;
+  };
+  const StateColumns& c = table.columns;
+  ExprContext* econtext = GetPerTupleExprContext(estate);
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    AttrNumber attnum = att->attnum;
+    if (att->attisdropped || att->attgenerated || attnum == c.name || attnum == c.key || attnum == c.shard ||
+        attnum == c.value || attnum == c.ts || attnum == c.prev || attnum == c.idle_at)
+      continue;
+    auto* expr = reinterpret_cast<Expr*>(build_column_default(table.rel, attnum));
+    if (expr != nullptr)
+      slot->tts_values[i] =
+          ExecEvalExpr(ExecInitExpr(expression_planner(expr), nullptr), econtext, &slot->tts_isnull[i]);
+  }
+  set(c.name, PointerGetDatum(id.name_text), false);
+  set(c.key, PointerGetDatum(id.key_text), id.key_text == nullptr);
+  set(c.shard, Int16GetDatum(static_cast<int16>(id.shard)), false);
+  set(c.value, Float8GetDatum(row.next.value), false);
+  set(c.ts, TimestampTzGetDatum(TimestamptzFromUnix(row.next.ts)), false);
+  set(c.prev, Float8GetDatum(row.next.prev), !row.keep_prev);
+  set(c.idle_at, TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at)), false);
+  return ExecStoreVirtualTuple(slot);
 }
 
-bool CallsUserFunction(Node* node, void* context) {
-  if (node == nullptr) return false;
-  if (check_functions_in_node(node, IsUserFunction, context)) return true;
-  return compat::WalkExpression(node, CallsUserFunction, context);
-}
-
-// Whether a CHECK constraint is the installed shard check: its name, and an
-// expression that calls only built-in functions (an owner may have replaced
-// it under the same name). The answer for the last expression seen is kept,
-// by its text, so the table as installed does not parse it on every write.
-bool IsInstalledShardCheck(const ConstrCheck& check) {
-  static char* seen = nullptr;
-  static bool seen_answer = false;
-  if (std::strcmp(check.ccname, kInstalledShardCheck) != 0) return false;
-  if (seen != nullptr && std::strcmp(seen, check.ccbin) == 0) return seen_answer;
-  bool answer = !CallsUserFunction(static_cast<Node*>(stringToNode(check.ccbin)), nullptr);
-  char* copy = MemoryContextStrdup(TopMemoryContext, check.ccbin);
-  if (seen != nullptr) pfree(seen);
-  seen = copy;
-  seen_answer = answer;
-  return answer;
-}
-
-bool WriteRunsOwnerCode(const ResultRelInfo* rri) {
-  Relation rel = rri->ri_RelationDesc;
-  const TupleConstr* constr = RelationGetDescr(rel)->constr;
-  bool only_shard_check =
-      constr == nullptr ||
-      (!constr->has_generated_stored &&
-       (constr->num_check == 0 || (constr->num_check == 1 && IsInstalledShardCheck(constr->check[0]))));
-  // A partition's constraint (ExecPartitionCheck) is the parent's partition
-  // key, whose expressions may be functions too.
-  return rri->ri_TrigDesc != nullptr || rri->ri_NumIndices > 2 || !only_shard_check ||
-         rel->rd_rel->relispartition;
+// ExecInsert's speculative insertion for ON CONFLICT DO NOTHING
+// (nodeModifyTable.c), with the one arbiter index of the row's key variant:
+// a row another transaction is inserting is waited for; a conflict found
+// after the insert kills our tuple and checks again. False: the row exists.
+// ExecInsert cannot be called without a ModifyTable plan node; its
+// ExecCheckTIDVisible (static there) is the visibility check below.
+bool InsertSpeculatively(RowWriter* w, TupleTableSlot* slot, Oid arbiter) {
+  Relation rel = w->rri->ri_RelationDesc;
+  List* arbiters = list_make1_oid(arbiter);
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    ItemPointerData conflict_tid;
+    if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict_tid, arbiters)) {
+      // Under REPEATABLE READ or SERIALIZABLE a row this transaction cannot
+      // see is a serialization failure, as for INSERT ... ON CONFLICT.
+      if (IsolationUsesXactSnapshot()) {
+        TupleTableSlot* existing = table_slot_create(rel, &w->estate->es_tupleTable);
+        if (!table_tuple_fetch_row_version(rel, &conflict_tid, w->estate->es_snapshot, existing))
+          ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                          errmsg("could not serialize access due to concurrent insert")));
+      }
+      return false;
+    }
+    uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+    table_tuple_insert_speculative(rel, slot, w->estate->es_output_cid, 0, nullptr, token);
+    bool conflicted = false;
+    List* recheck = compat::InsertIndexEntriesSpeculative(w->rri, slot, w->estate, &conflicted, arbiters);
+    table_tuple_complete_speculative(rel, slot, token, !conflicted);
+    SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+    if (!conflicted) {
+      ExecARInsertTriggers(w->estate, w->rri, slot, recheck, nullptr);
+      list_free(recheck);
+      return true;
+    }
+    list_free(recheck);
+  }
 }
 
 bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {
@@ -334,14 +370,14 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
   return out;
 }
 
+// Code the owner added to the table (triggers, CHECKs, index expressions,
+// defaults) runs here as the calling role, in the caller's settings, as it
+// would if the caller wrote the table itself: never as the owner, so the
+// caller's temporary schema or settings can redirect it to nothing the
+// caller could not do anyway (README, Security).
 bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked) {
   RowWriter w;
-  BeginRowWrite(table, &w);
-  // Left at EndRowWrite, after the AFTER triggers fired; an error on the way
-  // is undone by the (sub)transaction's abort, as for any SQL scope.
-  bool scoped = WriteRunsOwnerCode(w.rri);
-  SqlScope scope{};
-  if (scoped) scope = EnterSqlScope();
+  BeginRowWrite(table, &w, false);
   TupleTableSlot* old_slot = table_slot_create(table.rel, &w.estate->es_tupleTable);
   ItemPointerData at = tid;
   bool updated = false;
@@ -351,7 +387,6 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
     UnregisterSnapshot(snapshot);
     if (!locked) {
       EndRowWrite(&w);
-      if (scoped) LeaveSqlScope(scope);
       return false;
     }
   }
@@ -368,8 +403,25 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
     }
   }
   EndRowWrite(&w);
-  if (scoped) LeaveSqlScope(scope);
   return updated;
+}
+
+bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite& row) {
+  RowWriter w;
+  BeginRowWrite(table, &w, true);
+  TupleTableSlot* slot = NewRow(table, id, row, w.estate);
+  Relation rel = table.rel;
+  // ExecInsert's steps before the insertion proper, in its order.
+  if (w.rri->ri_TrigDesc != nullptr && w.rri->ri_TrigDesc->trig_insert_before_row &&
+      !ExecBRInsertTriggers(w.estate, w.rri, slot))
+    RaiseWriteSkipped();
+  if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+    ExecComputeStoredGenerated(w.rri, w.estate, slot, CMD_INSERT);
+  if (rel->rd_att->constr) ExecConstraints(w.rri, slot, w.estate);
+  if (rel->rd_rel->relispartition) ExecPartitionCheck(w.rri, slot, w.estate, true);
+  bool inserted = InsertSpeculatively(&w, slot, id.key_text ? table.keyed_index : table.null_key_index);
+  EndRowWrite(&w);
+  return inserted;
 }
 
 }  // namespace ratelimit_pg

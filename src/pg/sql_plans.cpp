@@ -18,6 +18,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
@@ -54,27 +55,32 @@ const Oid kOverrideArgTypes[] = {TEXTOID, TEXTOID, JSONBOID};
 const StatementSpec kSpecs[] = {
     // kRead
     {3, kStateArgTypes,
-     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid{idle_read} FROM {schema}.ratelimit_state"
      " WHERE name = $1 AND {key_match} AND shard = $3"},
     // kLock
     {3, kStateArgTypes,
-     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid{idle_read} FROM {schema}.ratelimit_state"
      " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE"},
     // kLockSkipLocked
     {3, kStateArgTypes,
-     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid FROM {schema}.ratelimit_state"
+     "SELECT " RATELIMIT_STATE_COLUMNS ", ctid{idle_read} FROM {schema}.ratelimit_state"
      " WHERE name = $1 AND {key_match} AND shard = $3 FOR UPDATE SKIP LOCKED"},
     // kInsert
     {7, kStateArgTypes,
      "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
      " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals}) ON CONFLICT {conflict} DO NOTHING"},
+    // kInsertPlain: for a table with rules, which INSERT ... ON CONFLICT
+    // refuses (the caller holds the row's creation lock and saw no row).
+    {7, kStateArgTypes,
+     "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
+     " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals})"},
     // kUpdateIfUnchanged: by ctid (a TID scan, no index descent), if the row
     // is still what was read. Under EvalPlanQual the value/ts/prev equalities
     // are rechecked on the newest version, so a concurrent change (or a
     // delete) makes this update 0 rows.
     {11, kStateArgTypes,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
-     " WHERE ctid = $11 AND name = $1 AND shard = $3"
+     " WHERE ctid = $11 AND name = $1 AND {key_match} AND shard = $3"
      " AND value = $8 AND ts = $9 AND prev IS NOT DISTINCT FROM $10"},
     // kUpdateLocked
     {7, kStateArgTypes,
@@ -82,11 +88,11 @@ const StatementSpec kSpecs[] = {
      " WHERE name = $1 AND {key_match} AND shard = $3"},
     // kReadAll
     {2, kStateArgTypes,
-     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS " FROM {schema}.ratelimit_state"
+     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS "{idle_read} FROM {schema}.ratelimit_state"
      " WHERE name = $1 AND {key_match} ORDER BY shard"},
     // kLockAll
     {2, kStateArgTypes,
-     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS " FROM {schema}.ratelimit_state"
+     "SELECT shard::pg_catalog.int4, " RATELIMIT_STATE_COLUMNS "{idle_read} FROM {schema}.ratelimit_state"
      " WHERE name = $1 AND {key_match} ORDER BY shard FOR UPDATE"},
     // kRemove
     {2, kStateArgTypes, "DELETE FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"},
@@ -150,19 +156,21 @@ constexpr const char* kPinnedSearchPath = "pg_catalog, pg_temp";
 // Expands a statement template's {placeholders}.
 char* ExpandTemplate(const char* sql, const char* schema, bool null_key, bool has_idle_at) {
   const char* names[] = {"{schema}",    "{key_match}", "{key_value}", "{conflict}",
-                         "{idle_cols}", "{idle_vals}", "{idle_set}"};
-  const char* values[] = {schema,
-                          null_key ? "key IS NULL" : "key = $2",
-                          null_key ? "NULL" : "$2",
-                          null_key ? "(name, shard) WHERE key IS NULL" : "(name, key, shard)",
-                          has_idle_at ? ", idle_at" : "",
-                          has_idle_at ? ", $7" : "",
-                          has_idle_at ? ", idle_at = $7" : ""};
+                         "{idle_cols}", "{idle_vals}", "{idle_set}",  "{idle_read}"};
+  const char* values[] = {
+      schema,
+      null_key ? "key IS NULL" : "key = $2",
+      null_key ? "NULL" : "$2",
+      null_key ? "(name, shard) WHERE key IS NULL" : "(name, key, shard)",
+      has_idle_at ? ", idle_at" : "",
+      has_idle_at ? ", $7" : "",
+      has_idle_at ? ", idle_at = $7" : "",
+      has_idle_at ? ", idle_at::pg_catalog.timestamptz" : ", NULL::pg_catalog.timestamptz"};
   StringInfoData buf;
   initStringInfo(&buf);
   while (*sql != '\0') {
     int found = -1;
-    for (int i = 0; i < 7 && found < 0; ++i)
+    for (int i = 0; i < 8 && found < 0; ++i)
       if (std::strncmp(sql, names[i], std::strlen(names[i])) == 0) found = i;
     if (found < 0) {
       appendStringInfoChar(&buf, *sql++);
@@ -242,8 +250,60 @@ SqlScope EnterSqlScope() {
   scope.guc_level = NewGUCNestLevel();
   (void)set_config_option("search_path", kPinnedSearchPath, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
                           0, false);
+  // An owner's ALTER COLUMN ts TYPE timestamp (or text) makes the statements
+  // convert: in UTC, whatever TimeZone the caller set.
+  PinConversionSettings();
   return scope;
 }
+
+void PinConversionSettings() {
+  (void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+  (void)set_config_option("DateStyle", "ISO, MDY", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+  (void)set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                          false);
+}
+
+void RequireOwnerCodeSafe(CmdType command) {
+  if (!OidIsValid(sql_role)) elog(ERROR, "ratelimit: storage is not prepared");
+  if (has_privs_of_role(GetUserId(), sql_role)) return;
+  StateTable table = OpenStateTable(AccessShareLock);
+  bool owner_code = StatementRunsOwnerCode(table, command);
+  CloseStateTable(&table);
+  if (!owner_code) return;
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+       errmsg("ratelimit: this call would run code the owner added to ratelimit_state as its owner"),
+       errdetail("This call reaches ratelimit_state through SQL, which runs as the extension's owner, and "
+                 "the table has a trigger, rule, forced row security policy, constraint, default, index, "
+                 "column type or inheritance child of the owner's that the statement would run; role "
+                 "\"%s\" does not have the owner's privileges.",
+                 GetUserNameFromId(GetUserId(), false)),
+       errhint("See the README's Security section: drop what makes the call use SQL (a rule, row "
+               "security, a changed column type, inheritance), or call as the owner.")));
+}
+
+namespace {
+
+// What an SQL statement on the state table does, for RequireOwnerCodeSafe.
+CmdType CommandOf(Statement statement) {
+  switch (statement) {
+    case Statement::kInsert:
+    case Statement::kInsertPlain:
+      return CMD_INSERT;
+    case Statement::kUpdateIfUnchanged:
+    case Statement::kUpdateLocked:
+      return CMD_UPDATE;
+    case Statement::kRemove:
+    case Statement::kCleanup:
+      return CMD_DELETE;
+    default:
+      return CMD_SELECT;
+  }
+}
+
+}  // namespace
 
 void LeaveSqlScope(const SqlScope& scope) {
   AtEOXact_GUC(true, scope.guc_level);
@@ -259,12 +319,17 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
                       long limit) {
   CheckPlanFacts();
   if (!HasStatement(statement)) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
+  bool on_state = static_cast<int>(statement) < kStateStatementCount || statement == Statement::kCleanup;
+  if (on_state) RequireOwnerCodeSafe(CommandOf(statement));
   int variant = static_cast<int>(statement) < kStateStatementCount && null_key ? 1 : 0;
   SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
   if (plan == nullptr) plan = KeepPlan(statement, variant == 1);
   SqlScope scope = EnterSqlScope();
   int rc = SPI_execute_plan(plan, values, nulls, false, limit);
   LeaveSqlScope(scope);
+  // A DO INSTEAD rule replaced the write: it wrote none of the state rows
+  // (SPI_processed tells the caller so).
+  if (rc == SPI_OK_REWRITTEN && expected != SPI_OK_SELECT) rc = expected;
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
@@ -277,6 +342,11 @@ void ExecuteStatementLatest(Statement statement, Datum* values, const char* null
       SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot, false, false, limit);
   LeaveSqlScope(scope);
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
+}
+
+bool StateHasIdleAt() {
+  CheckPlanFacts();
+  return prepared.has_idle_at;
 }
 
 const char* QuotedSchema() {

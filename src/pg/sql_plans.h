@@ -17,6 +17,7 @@ enum class Statement {
   kLock,
   kLockSkipLocked,
   kInsert,
+  kInsertPlain,
   kUpdateIfUnchanged,
   kUpdateLocked,
   kReadAll,
@@ -59,8 +60,22 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
 // invalidation is never older than that invalidation (also under
 // REPEATABLE READ, whose transaction snapshot may predate it).
 void ExecuteStatementLatest(Statement statement, Datum* values, const char* nulls, int expected, long limit);
+// Statements on the state table run as the owner, so code the owner added
+// to the table would run as the owner in a session the caller shaped (its
+// temporary schema, its settings). A caller without the owner's privileges
+// is refused with 42501 when a statement of kind `command` (CMD_SELECT for
+// reads and row locks) would run such code (StatementRunsOwnerCode); the
+// direct path, which runs that code as the caller, is never refused.
+void RequireOwnerCodeSafe(CmdType command);
+// Sets TimeZone UTC, DateStyle ISO, MDY and IntervalStyle postgres at the
+// current GUC nest level (GUC_ACTION_SAVE), so conversions never depend on
+// the caller's settings.
+void PinConversionSettings();
+
 // Whether the installed schema has the statement (cleanup needs idle_at, 0.2.0 on).
 bool HasStatement(Statement statement);
+// Whether the state table has idle_at (0.2.0 on).
+bool StateHasIdleAt();
 // The extension's schema, quoted for SQL text.
 const char* QuotedSchema();
 

@@ -44,7 +44,7 @@ void FillWriteParams(const LimitId& id, const RowWrite& row, Datum* values, char
   nulls[6] = ' ';
 }
 
-// Reads (value, ts, prev[, ctid]) starting at column `first` of SPI result row `row`.
+// Reads (value, ts, prev[, ctid], idle_at) starting at column `first` of SPI result row `row`.
 StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   HeapTuple tuple = SPI_tuptable->vals[row];
   TupleDesc desc = SPI_tuptable->tupdesc;
@@ -54,6 +54,10 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   Datum ts = SPI_getbinval(tuple, desc, first + 1, &isnull);
   Datum prev = SPI_getbinval(tuple, desc, first + 2, &prev_is_null);
   StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  bool idle_is_null = true;
+  Datum idle_at = SPI_getbinval(tuple, desc, first + (with_tid ? 4 : 3), &idle_is_null);
+  out.has_idle_at = !idle_is_null;
+  if (!idle_is_null) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
   if (with_tid)
     ItemPointerCopy(
         reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))),
@@ -61,8 +65,22 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   return out;
 }
 
+// Raises the error of a statement that found more than one row of one
+// limit's shard: only a table inheriting from ratelimit_state can hold a
+// second one (the unique indexes cover ratelimit_state's own rows).
+[[noreturn]] void RaiseDuplicateRows(const LimitId& id) {
+  ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
+                  errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
+                         EchoLength(id.name, id.name_len), id.name, id.shard),
+                  errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
+                            "shard as ratelimit_state or another child; a limit has one row per shard."),
+                  errhint("Remove the duplicate row, or the inheritance.")));
+  pg_unreachable();
+}
+
 // The one row a read statement returned, or no row.
-StoredState SingleRow() {
+StoredState SingleRow(const LimitId& id) {
+  if (SPI_processed > 1) RaiseDuplicateRows(id);
   StoredState out{};
   out.prev_is_null = true;
   if (SPI_processed == 1) out = StoredStateFromRow(0, 1, true);
@@ -70,13 +88,14 @@ StoredState SingleRow() {
   return out;
 }
 
-// Runs one of the single-row reads.
+// Runs one of the single-row reads (two rows are fetched, to tell a
+// duplicate from an inheritance child).
 StoredState RunRead(const LimitId& id, Statement statement) {
   Datum values[3];
   char nulls[3];
   FillIdParams(id, id.shard, values, nulls);
-  ExecuteStatement(statement, NullKey(id), values, nulls, SPI_OK_SELECT, 1);
-  return SingleRow();
+  ExecuteStatement(statement, NullKey(id), values, nulls, SPI_OK_SELECT, 2);
+  return SingleRow(id);
 }
 
 }  // namespace
@@ -107,14 +126,16 @@ void UpdateLockedSql(const LimitId& id, const RowWrite& row) {
   char nulls[7];
   FillWriteParams(id, row, values, nulls);
   ExecuteStatement(Statement::kUpdateLocked, NullKey(id), values, nulls, SPI_OK_UPDATE, 0);
+  if (SPI_processed > 1) RaiseDuplicateRows(id);
   if (SPI_processed != 1) RaiseWriteSkipped();
 }
 
-bool InsertState(const LimitId& id, const RowWrite& row) {
+bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict) {
   Datum values[7];
   char nulls[7];
   FillWriteParams(id, row, values, nulls);
-  ExecuteStatement(Statement::kInsert, NullKey(id), values, nulls, SPI_OK_INSERT, 0);
+  ExecuteStatement(on_conflict ? Statement::kInsert : Statement::kInsertPlain, NullKey(id), values, nulls,
+                   SPI_OK_INSERT, 0);
   return SPI_processed == 1;
 }
 
@@ -135,6 +156,11 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, StoredState* out) {
     // Left over from a config with more shards, or (negative) written by
     // someone who replaced the shard CHECK: not one of this call's shards.
     if (shard < 0 || shard >= shards) continue;
+    if (out[shard].state.exists) {
+      LimitId shard_id = id;
+      shard_id.shard = shard;
+      RaiseDuplicateRows(shard_id);
+    }
     out[shard] = StoredStateFromRow(row, 2, false);
     ++found;
   }
@@ -160,6 +186,7 @@ int64 DeleteIdleStates(Micros now) {
 // Every state row with its definition's config, in (name, key, shard) order.
 // A cursor fetches a batch at a time, so a big table is never all in memory.
 void ScanStatusRows(StatusRowSink sink, void* context) {
+  RequireOwnerCodeSafe(CMD_SELECT);
   const char* schema = QuotedSchema();
   // The config each row is used with: the key's override, else the
   // definition (the override table exists from 0.5.0).

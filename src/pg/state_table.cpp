@@ -22,14 +22,19 @@ extern "C" {
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/primnodes.h"
+#include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "storage/sinval.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 }
+
+#include "compat.h"
 
 namespace ratelimit_pg {
 namespace {
@@ -118,15 +123,16 @@ bool PredicateIsNullKey(Relation index, AttrNumber key) {
          reinterpret_cast<Var*>(test->arg)->varattno == key;
 }
 
-// Whether `index` is a valid unique btree index of `rel` on exactly
-// `columns` (text columns with the default text opfamily, the shard with
-// the integer one), without expressions, with the predicate "key IS NULL"
-// when null_key, else none: what the row probe's scan keys assume.
+// Whether `index` is a valid, immediately checked unique btree index of
+// `rel` (an arbiter ON CONFLICT accepts) on exactly `columns` (text
+// columns with the default text opfamily, the shard with the integer one),
+// without expressions, with the predicate "key IS NULL" when null_key,
+// else none: what the row probe's scan keys assume.
 bool IndexAsInstalled(Relation rel, Relation index, const AttrNumber* columns, int ncolumns,
                       const StateColumns& c, bool null_key) {
   Form_pg_index form = index->rd_index;
-  if (form->indrelid != RelationGetRelid(rel) || !form->indisunique || !form->indisvalid ||
-      !form->indisready || !form->indislive || index->rd_rel->relam != BTREE_AM_OID ||
+  if (form->indrelid != RelationGetRelid(rel) || !form->indisunique || !form->indimmediate ||
+      !form->indisvalid || !form->indisready || !form->indislive || index->rd_rel->relam != BTREE_AM_OID ||
       form->indnatts != ncolumns || form->indnkeyatts != ncolumns ||
       !heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr))
     return false;
@@ -174,6 +180,105 @@ bool HasStatementLevelUpdateTriggers(Relation rel) {
   return t != nullptr && (t->trig_update_before_statement || t->trig_update_after_statement ||
                           t->trig_update_new_table || t->trig_update_old_table);
 }
+
+// The CHECK constraint the extension installs (shard >= 0): no owner code.
+constexpr const char* kInstalledShardCheck = "ratelimit_state_shard_check";
+
+bool IsUserFunction(Oid function, void* context) {
+  (void)context;
+  return function >= FirstNormalObjectId;
+}
+
+bool CallsUserFunction(Node* node, void* context) {
+  if (node == nullptr) return false;
+  if (check_functions_in_node(node, IsUserFunction, context)) return true;
+  return compat::WalkExpression(node, CallsUserFunction, context);
+}
+
+// Whether a CHECK constraint is the installed shard check: its name, and an
+// expression that calls only built-in functions (an owner may have replaced
+// it under the same name). The answer for the last expression seen is kept,
+// by its text, so the table as installed does not parse it on every call.
+bool IsInstalledShardCheck(const ConstrCheck& check) {
+  static char* seen = nullptr;
+  static bool seen_answer = false;
+  if (std::strcmp(check.ccname, kInstalledShardCheck) != 0) return false;
+  if (seen != nullptr && std::strcmp(seen, check.ccbin) == 0) return seen_answer;
+  bool answer = !CallsUserFunction(static_cast<Node*>(stringToNode(check.ccbin)), nullptr);
+  char* copy = MemoryContextStrdup(TopMemoryContext, check.ccbin);
+  if (seen != nullptr) pfree(seen);
+  seen = copy;
+  seen_answer = answer;
+  return answer;
+}
+
+// Whether a read runs code the owner added: forced row security (the
+// statements run as the owner, whom policies skip unless forced), a column
+// of a type that is not built in (its casts and I/O), or inheritance
+// children (whose own policies and triggers apply).
+bool ReadRunsOwnerCode(Relation rel) {
+  Form_pg_class form = rel->rd_rel;
+  if ((form->relrowsecurity && form->relforcerowsecurity) || form->relhassubclass) return true;
+  TupleDesc desc = RelationGetDescr(rel);
+  for (int i = 0; i < desc->natts; ++i)
+    if (!TupleDescAttr(desc, i)->attisdropped && TupleDescAttr(desc, i)->atttypid >= FirstNormalObjectId)
+      return true;
+  return false;
+}
+
+// Whether the table has a trigger or a rule for `command`.
+bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
+  const TriggerDesc* t = rel->trigdesc;
+  if (t != nullptr) {
+    if (command == CMD_INSERT &&
+        (t->trig_insert_before_row || t->trig_insert_after_row || t->trig_insert_instead_row ||
+         t->trig_insert_before_statement || t->trig_insert_after_statement))
+      return true;
+    if (command == CMD_UPDATE &&
+        (t->trig_update_before_row || t->trig_update_after_row || t->trig_update_instead_row ||
+         t->trig_update_before_statement || t->trig_update_after_statement))
+      return true;
+    if (command == CMD_DELETE &&
+        (t->trig_delete_before_row || t->trig_delete_after_row || t->trig_delete_instead_row ||
+         t->trig_delete_before_statement || t->trig_delete_after_statement))
+      return true;
+  }
+  if (rel->rd_rules != nullptr)
+    for (int i = 0; i < rel->rd_rules->numLocks; ++i)
+      if (rel->rd_rules->rules[i]->event == command) return true;
+  return false;
+}
+
+// Whether a new row version (insert or update) runs code the owner added:
+// a CHECK other than the installed shard check, a column default other
+// than the shard's (inserts), a stored generated column, an index beyond
+// the two installed ones (expressions, predicates and operators are
+// functions), or a partition constraint (the parent's key).
+bool NewVersionRunsOwnerCode(Relation rel, CmdType command) {
+  const TupleConstr* constr = RelationGetDescr(rel)->constr;
+  if (rel->rd_rel->relispartition) return true;
+  if (constr != nullptr) {
+    if (constr->has_generated_stored || (command == CMD_INSERT && constr->num_defval > 1)) return true;
+    if (constr->num_check > 1 || (constr->num_check == 1 && !IsInstalledShardCheck(constr->check[0])))
+      return true;
+  }
+  List* indexes = RelationGetIndexList(rel);
+  bool extra_indexes = list_length(indexes) > 2;
+  list_free(indexes);
+  return extra_indexes;
+}
+
+}  // namespace
+
+bool StatementRunsOwnerCode(const StateTable& table, CmdType command) {
+  Relation rel = table.rel;
+  if (ReadRunsOwnerCode(rel)) return true;
+  if (command == CMD_SELECT) return false;
+  if (HasTriggerOrRuleFor(rel, command)) return true;
+  return command != CMD_DELETE && NewVersionRunsOwnerCode(rel, command);
+}
+
+namespace {
 
 // Locks the state table, retrying if the name came to mean another
 // relation before the lock was granted (a DROP and CREATE EXTENSION).

@@ -6,6 +6,7 @@
 #include "pg_adapter.h"
 
 extern "C" {
+#include "nodes/nodes.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 }
@@ -44,6 +45,15 @@ struct StateTable {
   bool direct_write;
 };
 
+// Whether an SQL statement of kind `command` (CMD_SELECT for reads and
+// row locks, CMD_INSERT, CMD_UPDATE, CMD_DELETE) on the (locked) table runs
+// code the owner added after installing it: forced row security, casts of
+// a column changed to a non-built-in type, inheritance children (their own
+// triggers and policies); for writes also the command's triggers and rules,
+// and for inserts and updates CHECKs, defaults, generated columns, further
+// indexes and a partition constraint.
+bool StatementRunsOwnerCode(const StateTable& table, CmdType command);
+
 // storage.cpp: raises the error of a locked row's write that did not happen
 // (a BEFORE ROW trigger returned NULL, or a rule or policy hid the row):
 // the decision cannot be stored, so the call must not answer.
@@ -75,8 +85,16 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
 // version is still the newest; false when it is not).
 bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked);
 
+// Inserts the row unless one of its (name, key, shard) exists, as INSERT
+// ... ON CONFLICT DO NOTHING would; false if it existed. A BEFORE ROW
+// trigger that skips it raises (RaiseWriteSkipped).
+bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite& row);
+
 // state_sql.cpp: the same steps through the extension's saved SQL plans.
 StoredState ReadStateSql(const LimitId& id, ReadMode mode);
+// INSERT ... ON CONFLICT DO NOTHING, or (on_conflict false, for a table
+// with rules) a plain INSERT; whether a row was inserted.
+bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict);
 bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row);
 void UpdateLockedSql(const LimitId& id, const RowWrite& row);
 

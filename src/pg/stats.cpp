@@ -12,9 +12,20 @@
 // Layout: a header (lock, reset time, how many names are used), an
 // open-addressing index of 2^k int32 slots (at least twice the names), and
 // ratelimit.stats_max_names entries, plus one overflow entry that counts
-// every further name. The index is searched under the lock in shared mode;
-// a new name takes it exclusively. Each entry's counters have their own
-// spinlock.
+// every further name. Entries are only appended between resets. The index
+// is searched under the lock in shared mode; a new name takes it
+// exclusively, but only while it can get a slot: once there is none for it,
+// its calls count in the overflow entry under the shared lock. Each entry's
+// counters (and the overflowed flag, with the overflow entry's) have their
+// own spinlock.
+//
+// Slots: names without a definition may take at most half of them (at
+// least one), so calls with inline configs and made-up names cannot crowd
+// the owner's defined limits into the overflow row; defined names (the
+// call's config was the owner's: a definition or an override) may take any
+// free slot. Whether a name is defined is told by the caller (the call's
+// owner_config): the counting happens after SPI_finish, where the
+// definition cannot be looked up.
 #include <cstring>
 
 #include "pg_adapter.h"
@@ -38,7 +49,13 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr const char* kSegmentName = "ratelimit_stats";
+// The block's name carries its layout's version: a library of another
+// layout loaded into the same running server (the registry segment of 17
+// on lives until the restart) gets a segment of its own, never this one.
+constexpr const char* kSegmentName = "ratelimit_stats_v2";
+constexpr const char* kTrancheName = "ratelimit_stats";
+// StatsRows copies this many entries per hold of the lock.
+constexpr int kCopyBatch = 256;
 
 struct StatsEntry {
   slock_t mutex;
@@ -55,10 +72,13 @@ struct StatsEntry {
 struct StatsShared {
   LWLock lock;
   int tranche_id;
-  int capacity;     // entries (ratelimit.stats_max_names)
-  int index_mask;   // index slots - 1
-  int used;         // entries in use
-  bool overflowed;  // the overflow entry counted something since the reset
+  int capacity;    // entries (ratelimit.stats_max_names)
+  int index_mask;  // index slots - 1
+  // used and undefined_used change only under the lock held exclusively.
+  int used;            // entries in use
+  int undefined_used;  // of them, taken by names without a definition
+  bool overflowed;     // the overflow entry counted since the reset (its spinlock)
+  uint64 resets;       // ResetAll calls since the block was made
   TimestampTz stats_reset;
   StatsEntry overflow;
   // followed by int32 index[index_mask + 1], then StatsEntry entries[capacity]
@@ -106,8 +126,10 @@ void ResetAll(StatsShared* s) {
   int32* index = IndexOf(s);
   for (int i = 0; i <= s->index_mask; ++i) index[i] = -1;
   s->used = 0;
+  s->undefined_used = 0;
   s->overflowed = false;
   ClearEntry(&s->overflow, 0, -1);
+  ++s->resets;
   s->stats_reset = GetCurrentTimestamp();
 }
 
@@ -118,6 +140,7 @@ void InitShared(void* memory) {
   LWLockInitialize(&s->lock, s->tranche_id);
   s->capacity = stats_max_names;
   s->index_mask = IndexSlots(stats_max_names) - 1;
+  s->resets = 0;
   SpinLockInit(&s->overflow.mutex);
   StatsEntry* entries = EntriesOf(s);
   for (int i = 0; i < s->capacity; ++i) SpinLockInit(&entries[i].mutex);
@@ -149,7 +172,7 @@ StatsShared* Shared() {
         static_cast<StatsShared*>(compat::NamedSharedSegment(kSegmentName, SharedSize(), InitShared, &found));
   }
   if (shared != nullptr && !tranche_named) {
-    LWLockRegisterTranche(shared->tranche_id, kSegmentName);
+    LWLockRegisterTranche(shared->tranche_id, kTrancheName);
     tranche_named = true;
   }
   return shared;
@@ -167,13 +190,22 @@ StatsEntry* FindEntry(StatsShared* s, const char* name, int len, uint32 hash) {
   }
 }
 
-// Adds a name (the lock held exclusively); the overflow entry when full.
-StatsEntry* AddEntry(StatsShared* s, const char* name, int len, uint32 hash) {
+// How many slots names without a definition may take: half, rounded
+// down, and at least one (with one slot, it goes to the first name).
+int UndefinedCapacity(const StatsShared* s) { return s->capacity / 2 > 0 ? s->capacity / 2 : 1; }
+
+// Whether a new name gets no slot, under the lock in either mode (what it
+// reads changes only under the lock held exclusively).
+bool NoSlotFor(const StatsShared* s, bool defined) {
+  if (s->used >= s->capacity) return true;
+  return !defined && s->undefined_used >= UndefinedCapacity(s);
+}
+
+// Adds a name (the lock held exclusively); the overflow entry when it gets
+// no slot.
+StatsEntry* AddEntry(StatsShared* s, const char* name, int len, uint32 hash, bool defined) {
   if (StatsEntry* entry = FindEntry(s, name, len, hash)) return entry;
-  if (s->used >= s->capacity) {
-    s->overflowed = true;
-    return &s->overflow;
-  }
+  if (NoSlotFor(s, defined)) return &s->overflow;
   StatsEntry* entry = &EntriesOf(s)[s->used];
   ClearEntry(entry, hash, len);
   std::memcpy(entry->name, name, len);
@@ -181,24 +213,23 @@ StatsEntry* AddEntry(StatsShared* s, const char* name, int len, uint32 hash) {
   int i = static_cast<int>(hash) & s->index_mask;
   while (index[i] >= 0) i = (i + 1) & s->index_mask;
   index[i] = s->used++;
+  if (!defined) ++s->undefined_used;
   return entry;
+}
+
+// The entry a name counts in, under the lock held shared: its own, or the
+// overflow entry when it has none and can get none; nullptr when it has
+// none yet but could get one (that needs the lock exclusively).
+StatsEntry* EntryUnderSharedLock(StatsShared* s, const char* name, int len, uint32 hash, bool defined) {
+  if (StatsEntry* entry = FindEntry(s, name, len, hash)) return entry;
+  return NoSlotFor(s, defined) ? &s->overflow : nullptr;
 }
 
 enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait };
 
-// Adds one to a counter of the name (and tokens to tokens_granted).
-void Count(const LimitId& id, Counter counter, double tokens) {
-  if (!track_stats) return;
-  StatsShared* s = Shared();
-  if (s == nullptr) return;
-  uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(id.name), id.name_len);
-  LWLockAcquire(&s->lock, LW_SHARED);
-  StatsEntry* entry = FindEntry(s, id.name, id.name_len, hash);
-  if (entry == nullptr) {
-    LWLockRelease(&s->lock);
-    LWLockAcquire(&s->lock, LW_EXCLUSIVE);
-    entry = AddEntry(s, id.name, id.name_len, hash);
-  }
+// Adds one to a counter of an entry (and tokens to tokens_granted); the
+// overflow entry also marks the overflow row as shown.
+void AddToCounter(StatsShared* s, StatsEntry* entry, Counter counter, double tokens) {
   SpinLockAcquire(&entry->mutex);
   switch (counter) {
     case Counter::kGranted:
@@ -215,7 +246,25 @@ void Count(const LimitId& id, Counter counter, double tokens) {
       ++entry->lock_waits;
       break;
   }
+  if (entry == &s->overflow) s->overflowed = true;
   SpinLockRelease(&entry->mutex);
+}
+
+// Adds one to a counter of the name (and tokens to tokens_granted);
+// `defined`: the name's limit is the owner's (a definition or override).
+void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
+  if (!track_stats) return;
+  StatsShared* s = Shared();
+  if (s == nullptr) return;
+  uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(id.name), id.name_len);
+  LWLockAcquire(&s->lock, LW_SHARED);
+  StatsEntry* entry = EntryUnderSharedLock(s, id.name, id.name_len, hash, defined);
+  if (entry == nullptr) {
+    LWLockRelease(&s->lock);
+    LWLockAcquire(&s->lock, LW_EXCLUSIVE);
+    entry = AddEntry(s, id.name, id.name_len, hash, defined);
+  }
+  AddToCounter(s, entry, counter, tokens);
   LWLockRelease(&s->lock);
 }
 
@@ -233,20 +282,70 @@ void PutStatsRow(Tuplestorestate* store, TupleDesc desc, const StatsEntry& entry
   tuplestore_putvalues(store, desc, values, nulls);
 }
 
-// A consistent copy of an entry's counters.
-StatsEntry CopyEntry(StatsEntry* entry) {
-  StatsEntry copy;
-  SpinLockAcquire(&entry->mutex);
-  copy.hash = entry->hash;
-  copy.name_len = entry->name_len;
-  copy.granted = entry->granted;
-  copy.refused = entry->refused;
-  copy.shadow_refused = entry->shadow_refused;
-  copy.lock_waits = entry->lock_waits;
-  copy.tokens_granted = entry->tokens_granted;
-  SpinLockRelease(&entry->mutex);
-  if (copy.name_len > 0) std::memcpy(copy.name, entry->name, copy.name_len);
-  return copy;
+// Copies an entry's counters (its spinlock held by the caller).
+void CopyCounters(const StatsEntry* from, StatsEntry* to) {
+  to->hash = from->hash;
+  to->name_len = from->name_len;
+  to->granted = from->granted;
+  to->refused = from->refused;
+  to->shadow_refused = from->shadow_refused;
+  to->lock_waits = from->lock_waits;
+  to->tokens_granted = from->tokens_granted;
+}
+
+// A consistent copy of an entry's counters and its name (name_len bytes:
+// a published name does not change until the reset, which waits for the
+// lock the caller holds).
+void CopyEntry(StatsEntry* from, StatsEntry* to) {
+  SpinLockAcquire(&from->mutex);
+  CopyCounters(from, to);
+  SpinLockRelease(&from->mutex);
+  if (to->name_len > 0) std::memcpy(to->name, from->name, to->name_len);
+}
+
+// A copy of the overflow entry; returns whether it counted anything.
+bool CopyOverflow(StatsShared* s, StatsEntry* to) {
+  SpinLockAcquire(&s->overflow.mutex);
+  CopyCounters(&s->overflow, to);
+  bool overflowed = s->overflowed;
+  SpinLockRelease(&s->overflow.mutex);
+  return overflowed;
+}
+
+// Which reset the rows belong to: read by the first batch, compared by the
+// others.
+struct ResetMark {
+  uint64 resets;
+  TimestampTz at;
+};
+
+// What one batch of StatsRows copied under the lock.
+struct CopiedBatch {
+  int count;         // entries copied
+  bool reset_since;  // the counters were reset since the first batch: nothing copied
+  bool last;         // the batch reached the last entry in use
+  bool overflowed;   // (last only) the overflow entry counted, and was copied
+};
+
+// Copies up to kCopyBatch entries from `first` on, and the overflow entry
+// with the last batch, under the lock held shared. The first batch (first
+// is 0) sets `mark`; a later one finding another reset copies nothing.
+CopiedBatch CopyBatch(StatsShared* s, int first, ResetMark* mark, StatsEntry* out, StatsEntry* overflow) {
+  CopiedBatch batch{};
+  LWLockAcquire(&s->lock, LW_SHARED);
+  if (first == 0) *mark = ResetMark{s->resets, s->stats_reset};
+  if (s->resets != mark->resets) {
+    LWLockRelease(&s->lock);
+    batch.reset_since = true;
+    return batch;
+  }
+  batch.count = Min(kCopyBatch, s->used - first);
+  StatsEntry* entries = EntriesOf(s);
+  for (int i = 0; i < batch.count; ++i) CopyEntry(&entries[first + i], &out[i]);
+  batch.last = first + batch.count >= s->used;
+  if (batch.last) batch.overflowed = CopyOverflow(s, overflow);
+  LWLockRelease(&s->lock);
+  return batch;
 }
 
 }  // namespace
@@ -256,19 +355,21 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   StatsShared* s = Shared();
   if (s == nullptr) return static_cast<Datum>(0);
-  // Copied under the lock, formed after it (forming rows allocates).
-  LWLockAcquire(&s->lock, LW_SHARED);
-  int used = s->used;
-  bool overflowed = s->overflowed;
-  TimestampTz reset = s->stats_reset;
-  auto* copies = static_cast<StatsEntry*>(palloc(sizeof(StatsEntry) * (used + 1)));
-  StatsEntry* entries = EntriesOf(s);
-  for (int i = 0; i < used; ++i) copies[i] = CopyEntry(&entries[i]);
-  copies[used] = CopyEntry(&s->overflow);
-  LWLockRelease(&s->lock);
-  for (int i = 0; i < used; ++i) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, copies[i], reset);
-  if (overflowed) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, copies[used], reset);
-  pfree(copies);
+  // Copied under the lock a batch at a time, formed after it (forming rows
+  // allocates): one batch's buffer, whatever ratelimit.stats_max_names is.
+  // Entries only grow between resets; a reset midway ends the rows there.
+  auto* batch = static_cast<StatsEntry*>(palloc(sizeof(StatsEntry) * kCopyBatch));
+  StatsEntry overflow;
+  ResetMark mark{};
+  CopiedBatch copied{};
+  for (int first = 0; !copied.last; first += copied.count) {
+    copied = CopyBatch(s, first, &mark, batch, &overflow);
+    if (copied.reset_since) break;
+    for (int i = 0; i < copied.count; ++i) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, batch[i], mark.at);
+    if (copied.overflowed) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, overflow, mark.at);
+    CHECK_FOR_INTERRUPTS();
+  }
+  pfree(batch);
   return static_cast<Datum>(0);
 }
 
@@ -302,18 +403,20 @@ void RequestStatsSharedMemory() {
   shmem_startup_hook = StartupShmem;
 }
 
-void CountDecision(const LimitId& id, const Decision& decision, double count, bool shadow_refused) {
+void CountDecision(const LimitCall& call, const Decision& decision, bool shadow_refused) {
   if (shadow_refused) {
-    Count(id, Counter::kShadowRefused, 0);
+    Count(call.id, call.owner_config, Counter::kShadowRefused, 0);
   } else if (decision.ok) {
-    Count(id, Counter::kGranted, count);
+    Count(call.id, call.owner_config, Counter::kGranted, call.request.count);
   } else {
-    Count(id, Counter::kRefused, 0);
+    Count(call.id, call.owner_config, Counter::kRefused, 0);
   }
 }
 
-void CountRefund(const LimitId& id, double amount) { Count(id, Counter::kGranted, -amount); }
+void CountRefund(const LimitCall& call, double amount) {
+  Count(call.id, call.owner_config, Counter::kGranted, -amount);
+}
 
-void CountLockWait(const LimitId& id) { Count(id, Counter::kLockWait, 0); }
+void CountLockWait(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kLockWait, 0); }
 
 }  // namespace ratelimit_pg

@@ -84,6 +84,30 @@ void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowW
   CloseStateTable(&table);
 }
 
+// A new row: directly when the table allows it (code the owner added runs
+// as the caller); else through SQL, where a table with rules cannot use ON
+// CONFLICT: the row's creation lock (held to the transaction's end) makes
+// the plain INSERT the only one, after a look for a committed row.
+bool InsertState(const LimitId& id, const RowWrite& row) {
+  StateTable table = OpenStateTable(RowExclusiveLock);
+  bool inserted = false;
+  if (table.direct_write) {
+    inserted = InsertRowDirect(table, id, row);
+  } else if (table.rel->rd_rules == nullptr) {
+    inserted = InsertStateSql(id, row, true);
+    // No row and no conflict: a BEFORE trigger skipped the insert.
+    if (!inserted && !ReadStateSql(id, ReadMode::kUnlocked).state.exists) RaiseWriteSkipped();
+  } else {
+    LockRowCreation(id, true);
+    if (!ReadStateSql(id, ReadMode::kUnlocked).state.exists) {
+      if (!InsertStateSql(id, row, false)) RaiseWriteSkipped();  // a rule did instead
+      inserted = true;
+    }
+  }
+  CloseStateTable(&table);
+  return inserted;
+}
+
 bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, bool announce, StoredState* out) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();

@@ -5,6 +5,7 @@
 // update to 0.5.0 marks the rows of names it cannot tell), and any other
 // value a sliding window's previous-window count (never negative).
 #include "pg_adapter.h"
+#include "policy.h"
 
 namespace ratelimit_pg {
 namespace {
@@ -38,9 +39,10 @@ bool StoredKindFits(StoredKind stored, ratelimit::Kind kind) {
   return kind != ratelimit::Kind::kSlidingWindow;
 }
 
-LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind) {
-  if (!stored.state.exists || StoredKindFits(StoredKindOf(stored), kind)) return stored.state;
-  return LimitState{};  // another algorithm's row: decided as no row, its initial state
+LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind, Micros now) {
+  if (!stored.state.exists) return stored.state;
+  if (!StoredKindFits(StoredKindOf(stored), kind)) return LimitState{};  // another algorithm's row
+  return ratelimit::LiveState(stored.state, stored.has_idle_at, stored.idle_at, now);
 }
 
 RowWrite TaggedRow(const LimitConfig& config, const LimitState& next, Micros idle_at) {

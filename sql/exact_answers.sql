@@ -1,0 +1,157 @@
+-- Answers the README promises, where a caller, a config change or cleanup
+-- could once make them differ: reservations bounded on owners' limits, one
+-- config per limit in limit_all, shadow mode never throwing for a count,
+-- cleanup never changing an answer, the override precedence, and error
+-- messages cut at a character boundary.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-03-01 12:00:00+00';
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+CREATE ROLE exact_app;
+
+-- 1. No caller can lock out a defined limit by reserving: a definition
+-- without maxReserved lets a call go at most max(capacity, rate) below
+-- zero, so a huge reservation can never succeed (22023, nothing written)
+-- and repeated ones stop one bucket deep.
+SELECT ratelimit_define('lockout', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+SET ROLE exact_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('lockout', 'alice', count => 8.7e6, reserve => true) $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('lockout', NULL, count => 8.7e6, reserve => true) $$);
+SELECT pg_temp.try($$ SELECT ratelimit_check('lockout', 'alice', count => 8.7e6, reserve => true) $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "lockout", "key": "alice", "count": 8.7e6, "reserve": true}]') $$);
+SELECT g, ok, retry_after, retry_at
+FROM generate_series(1, 4) g, ratelimit_limit('lockout', 'alice', count => g * 0 + 10, reserve => true);
+SELECT value FROM ratelimit_value('lockout', 'alice');
+RESET ROLE;
+-- The same limit defined with an explicit maxReserved keeps it.
+SELECT ratelimit_define('lockout-deep', '{"kind": "token bucket", "rate": 10, "period": "1 hour", "maxReserved": 100}');
+SELECT ok, retry_after FROM ratelimit_limit('lockout-deep', 'alice', count => 110, reserve => true);
+-- A name without a definition is the caller's own: its inline config
+-- reserves as deep as it says (up to the 100-year horizon), as before.
+SELECT ok, retry_at FROM ratelimit_limit('inline-deep', 'alice',
+  '{"kind": "token bucket", "rate": 10, "period": "1 hour"}', count => 1000, reserve => true);
+
+-- 2. ratelimit_limit_all: one limit has one config in a call. The same
+-- (name, key) under two configs is 22023 and nothing is consumed; under
+-- the same config (written differently) it is one limit taken twice.
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[
+  {"name": "dup", "key": "k", "config": {"kind": "token bucket", "rate": 5, "period": 60000}},
+  {"name": "dup", "key": "k", "config": {"kind": "fixed window", "rate": 5, "period": 60000}}]') $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[
+  {"name": "other", "key": "k", "config": {"kind": "token bucket", "rate": 5, "period": 60000}},
+  {"name": "dup", "key": "k", "config": {"kind": "token bucket", "rate": 5, "period": 60000}},
+  {"name": "dup", "key": "k", "config": {"kind": "token bucket", "rate": 6, "period": 60000}}]') $$);
+SELECT count(*) FROM ratelimit_state WHERE name IN ('dup', 'other');
+SELECT name, key, ok, remaining FROM ratelimit_limit_all('[
+  {"name": "dup", "key": "k", "config": {"kind": "token bucket", "rate": 5, "period": 60000}},
+  {"name": "dup", "key": "k", "config": {"kind": "token bucket", "rate": 5, "period": "1 minute"}},
+  {"name": "dup", "key": "j", "config": {"kind": "fixed window", "rate": 5, "period": 60000}}]');
+
+-- 3. Shadow mode never throws for a count: one above capacity is a shadow
+-- refusal (answered ok), in limit, check and limit_all, sharded and
+-- sliding windows too. Input that is wrong in any mode still is an error.
+SELECT ok, retry_after, remaining FROM ratelimit_limit('shadow-big', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute", "shadow": true}', count => 1500);
+SELECT ok, retry_after, remaining FROM ratelimit_check('shadow-big', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute", "shadow": true}', count => 1500);
+-- (A reservation that can be granted is one: shadow mode consumes grants.)
+SELECT ok, remaining FROM ratelimit_limit('shadow-big', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute", "shadow": true}', count => 5000, reserve => true);
+SELECT ok, remaining FROM ratelimit_limit('shadow-big-sharded', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute", "shards": 4, "shadow": true}', count => 600);
+SELECT ok, remaining FROM ratelimit_limit('shadow-big-sliding', 'k',
+  '{"kind": "sliding window", "rate": 10, "period": "1 minute", "shadow": true}', count => 11);
+SELECT name, ok, retry_after FROM ratelimit_limit_all('[
+  {"name": "shadow-big", "key": "k", "count": 1500,
+   "config": {"kind": "token bucket", "rate": 1000, "period": "1 minute", "shadow": true}},
+  {"name": "enforced", "key": "k", "config": {"kind": "token bucket", "rate": 10, "period": "1 minute"}}]');
+SELECT count(*) FROM ratelimit_state WHERE name LIKE 'shadow-big%';
+SELECT pg_temp.try($$ SELECT ratelimit_limit('shadow-big', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute"}', count => 1500) $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('shadow-big', 'k',
+  '{"kind": "token bucket", "rate": 1000, "period": "1 minute", "shadow": true}', count => -1) $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('shadow-big-sliding', 'k',
+  '{"kind": "sliding window", "rate": 10, "period": "1 minute", "shadow": true}', count => 11, reserve => true) $$);
+
+-- 4. Cleanup never changes an answer, even after a config change (a row
+-- past its idle_at answers as no row, so deleting it changes nothing).
+-- Two keys full at 50; cleanup deletes one key's row; the capacity goes
+-- to 500: both keys have 500.
+SELECT ratelimit_define('cl-cap', '{"kind": "token bucket", "rate": 50, "period": "1 hour"}');
+SELECT ok FROM ratelimit_limit('cl-cap', 'a', count => 50);
+SET ratelimit.now = '2026-03-01 12:30:00+00';
+SELECT ok FROM ratelimit_limit('cl-cap', 'b', count => 50);
+SET ratelimit.now = '2026-03-01 13:00:00+00';
+SELECT ratelimit_cleanup() > 0 AS cleaned;
+SELECT key FROM ratelimit_state WHERE name = 'cl-cap' ORDER BY key;
+SET ratelimit.now = '2026-03-01 14:00:00+00';
+SELECT ratelimit_define('cl-cap', '{"kind": "token bucket", "rate": 50, "period": "1 hour", "capacity": 500}');
+SELECT (SELECT value FROM ratelimit_value('cl-cap', 'a')) AS a, (SELECT value FROM ratelimit_value('cl-cap', 'b')) AS b;
+-- With a frozen clock: 90 of 100 granted, a stricter override (10),
+-- cleanup (or not), the override removed, then more: the same total either way.
+SELECT ratelimit_define('cl-ov', '{"kind": "token bucket", "rate": 100, "period": "1 hour"}');
+SELECT key, count(*) FILTER (WHERE ok) AS granted
+FROM (VALUES ('cleaned'), ('kept')) k(key), generate_series(1, 90) g, ratelimit_limit('cl-ov', k.key, count => g * 0 + 1)
+GROUP BY key ORDER BY key;
+SELECT ratelimit_override('cl-ov', 'cleaned', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+SELECT ratelimit_override('cl-ov', 'kept', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+SELECT ratelimit_cleanup() > 0 AS cleaned;
+SELECT ratelimit_unoverride('cl-ov', 'cleaned'), ratelimit_unoverride('cl-ov', 'kept');
+SELECT key, count(*) FILTER (WHERE ok) AS granted_after
+FROM (VALUES ('cleaned'), ('kept')) k(key), generate_series(1, 200) g, ratelimit_limit('cl-ov', k.key, count => g * 0 + 1)
+GROUP BY key ORDER BY key;
+
+-- 5. Which config applies: the key's override, else inline, else the
+-- definition. An inline config equal to the key's override (the one
+-- applied) is accepted, as is the definition's; any other is 22023.
+SELECT ratelimit_define('prec', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}');
+SELECT ratelimit_override('prec', 'vip', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}');
+SELECT remaining FROM ratelimit_limit('prec', 'vip', '{"kind": "token bucket", "rate": 100, "period": 60000}');
+SELECT remaining FROM ratelimit_limit('prec', 'vip', '{"kind": "token bucket", "rate": 10, "period": 60000}');
+SELECT remaining FROM ratelimit_limit('prec', 'vip');
+SELECT pg_temp.try($$ SELECT ratelimit_limit('prec', 'vip', '{"kind": "token bucket", "rate": 50, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('prec', 'plain', '{"kind": "token bucket", "rate": 100, "period": 60000}') $$);
+SELECT remaining FROM ratelimit_limit('prec', 'plain', '{"kind": "token bucket", "rate": 10, "period": 60000}');
+SELECT name, key, remaining FROM ratelimit_limit_all('[{"name": "prec", "key": "vip",
+  "config": {"kind": "token bucket", "rate": 100, "period": 60000}}]');
+
+-- 6. An error message quoting a caller's string cuts it at 64 bytes on a
+-- character boundary: valid in the database encoding, so any client
+-- encoding can receive it (22023, never 22021).
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE ratelimit_utf8 TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C';
+\c ratelimit_utf8
+CREATE EXTENSION ratelimit;
+CREATE FUNCTION pg_temp.message_of(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLERRM;
+END $$;
+-- 'a' and 40 two-byte characters: 64 bytes would end inside one.
+SELECT octet_length(m) AS bytes, length(convert(convert_to(m, 'UTF8'), 'UTF8', 'LATIN1')) AS latin1_chars
+FROM pg_temp.message_of($$ SELECT ratelimit_limit('x', 'k', ('{"a' || repeat(chr(233), 40) || '": 1}')::jsonb) $$) m;
+SELECT octet_length(m) AS bytes
+FROM pg_temp.message_of($$ SELECT * FROM ratelimit_limit_all(('[{"name": "x", "a' || repeat(chr(233), 40) || '": 1}]')::jsonb) $$) m;
+SELECT octet_length(m) AS bytes
+FROM pg_temp.message_of($$ SELECT ratelimit_limit('x', 'k', ('{"kind": "a' || repeat(chr(233), 40) || '", "rate": 1, "period": 1}')::jsonb) $$) m;
+SELECT ratelimit_define('a' || repeat(chr(233), 40), '{"kind": "token bucket", "rate": 1, "period": 1000}');
+SELECT octet_length(m) AS bytes
+FROM pg_temp.message_of($$ SELECT ratelimit_limit('a' || repeat(chr(233), 40), 'k', '{"kind": "token bucket", "rate": 2, "period": 1000}') $$) m;
+SET client_encoding = 'LATIN1';
+\set VERBOSITY sqlstate
+SELECT ratelimit_limit('x', 'k', ('{"a' || repeat(chr(233), 40) || '": 1}')::jsonb);
+\set VERBOSITY default
+RESET client_encoding;
+\c :regress_db
+DROP DATABASE ratelimit_utf8;
+
+SELECT ratelimit_unoverride('prec', 'vip');
+SELECT ratelimit_undefine(name) FROM (VALUES ('lockout'), ('lockout-deep'), ('cl-cap'), ('cl-ov'), ('prec')) n(name);
+DROP ROLE exact_app;

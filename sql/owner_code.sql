@@ -1,0 +1,164 @@
+-- Code the owner adds to ratelimit_state (triggers, CHECKs, defaults,
+-- rules) and what a caller can make of it. The rule (README, Security): such
+-- code runs as the calling role, in the caller's session, as if the caller
+-- wrote the table itself; where a call could only reach it through SQL run
+-- as the owner (rules, row security, changed column types, inheritance),
+-- a caller without the owner's privileges is refused with 42501.
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-03-01 12:00:00+00';
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT ratelimit_define('oc', '{"kind": "token bucket", "rate": 100, "period": "1 hour"}');
+
+-- The owner's audit trigger, written the common way: SET search_path =
+-- public and an unqualified table name.
+CREATE TABLE public.audit (name text, key text, by_role name);
+CREATE FUNCTION public.audit_state() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS $$
+BEGIN
+  INSERT INTO audit VALUES (NEW.name, NEW.key, current_user);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER audit_state AFTER INSERT OR UPDATE ON ratelimit_state
+  FOR EACH ROW EXECUTE FUNCTION public.audit_state();
+SELECT ok FROM ratelimit_limit('oc', 'existing');  -- the owner creates a row
+CREATE ROLE oc_mallory;
+CREATE ROLE oc_app;
+GRANT INSERT ON public.audit TO oc_app;
+
+-- An app role the owner granted the audit table: the trigger works for it,
+-- as the app role.
+SET ROLE oc_app;
+SELECT ok FROM ratelimit_limit('oc', 'app-key');
+SELECT ok FROM ratelimit_limit('oc', 'app-key');
+RESET ROLE;
+SELECT key, by_role, count(*) FROM public.audit WHERE key = 'app-key' GROUP BY 1, 2;
+
+-- The attack: an unprivileged role shadows "audit" with a temporary table
+-- whose trigger tries to make it a superuser. Its trigger runs as the
+-- caller (not as the owner), on the insert path (a new key) and the update
+-- path (an existing key) alike, and cannot escalate.
+SET ROLE oc_mallory;
+CREATE TEMP TABLE audit (name text, key text, by_role name);
+CREATE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'evil() runs as %', current_user;
+  BEGIN
+    EXECUTE 'ALTER ROLE oc_mallory SUPERUSER';
+    RAISE NOTICE 'evil() made oc_mallory a superuser';
+  EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'evil() could not escalate (42501)';
+  END;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER evil BEFORE INSERT ON audit FOR EACH ROW EXECUTE FUNCTION pg_temp.evil();
+SELECT ok FROM ratelimit_limit('oc', 'new-key');   -- insert path
+SELECT ok FROM ratelimit_limit('oc', 'existing');  -- update path
+SELECT name, key, by_role FROM audit ORDER BY key;  -- the caller's own temp table
+RESET ROLE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'oc_mallory';
+SELECT name, key, by_role FROM public.audit ORDER BY key, by_role;
+
+-- Once the temporary table is gone, the trigger runs into the owner's
+-- table without the owner's grant: it fails as the caller's own INSERT
+-- would, and nothing is written.
+DISCARD TEMP;
+CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SET ROLE oc_mallory;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'mallory-key') $$);
+RESET ROLE;
+SELECT count(*) FROM ratelimit_state WHERE key = 'mallory-key';
+DROP TRIGGER audit_state ON ratelimit_state;
+
+-- A column the owner added with a default: a new row gets the default,
+-- computed as the caller.
+ALTER TABLE ratelimit_state ADD COLUMN created_by name DEFAULT current_user;
+SET ROLE oc_app;
+SELECT ok FROM ratelimit_limit('oc', 'default-key');
+RESET ROLE;
+SELECT key, created_by FROM ratelimit_state WHERE key = 'default-key';
+ALTER TABLE ratelimit_state DROP COLUMN created_by;
+
+-- A BEFORE INSERT trigger that skips the new row: the decision cannot be
+-- stored, 27000, nothing written (no endless retry).
+CREATE FUNCTION public.skip_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN NULL;
+END $$;
+CREATE TRIGGER skip_state BEFORE INSERT ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION public.skip_state();
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'skipped') $$);
+DROP TRIGGER skip_state ON ratelimit_state;
+DROP FUNCTION public.skip_state();
+
+-- A rule makes every call go through SQL run as the owner. New keys and
+-- new shard rows work (INSERT ... ON CONFLICT cannot be used with rules:
+-- the row's creation lock makes a plain INSERT safe), for the owner.
+CREATE TABLE public.rule_log (name text, key text);
+CREATE RULE log_updates AS ON UPDATE TO ratelimit_state DO ALSO
+  INSERT INTO public.rule_log VALUES (NEW.name, NEW.key);
+SELECT ok, remaining FROM ratelimit_limit('oc', 'rule-key');
+SELECT ok, remaining FROM ratelimit_limit('oc', 'rule-key');
+SELECT ok, remaining FROM ratelimit_limit('oc-sharded', 'rule-key',
+  '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 4}');
+SELECT ok FROM ratelimit_limit('oc', NULL);
+SELECT ok FROM ratelimit_limit('oc', NULL);
+SELECT name, key, count(*) FROM public.rule_log GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT key, count(*) FROM ratelimit_state WHERE name = 'oc' AND key IS NOT DISTINCT FROM 'rule-key' GROUP BY 1;
+-- ... and a caller without the owner's privileges is refused rather than
+-- run the rule as the owner: 42501, nothing written. Statements that run
+-- none of the owner's code are not refused: a new key's INSERT (the rule is
+-- ON UPDATE), a check.
+GRANT INSERT ON public.rule_log TO oc_app;
+SET ROLE oc_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'rule-key') $$);
+SELECT value FROM ratelimit_value('oc', 'rule-key');
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'rule-new-key') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'rule-new-key') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_check('oc', 'rule-key') $$);
+RESET ROLE;
+SELECT key, value FROM ratelimit_state WHERE key = 'rule-new-key';
+-- A rule that does the insert instead: 27000, never an endless retry.
+CREATE RULE no_inserts AS ON INSERT TO ratelimit_state DO INSTEAD NOTHING;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'instead-key') $$);
+DROP RULE no_inserts ON ratelimit_state;
+DROP RULE log_updates ON ratelimit_state;
+DROP TABLE public.rule_log;
+
+-- Owner DDL ALTER COLUMN ts TYPE timestamp: the statements convert in UTC,
+-- whatever TimeZone the caller set, so a drained bucket stays drained.
+SELECT ratelimit_define('oc-tz', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamp;
+SELECT count(*) FILTER (WHERE ok) AS granted FROM generate_series(1, 12) g, ratelimit_limit('oc-tz', 'k', count => g * 0 + 1);
+SET TimeZone = 'Etc/GMT-14';
+SELECT count(*) FILTER (WHERE ok) AS granted_after_tz FROM generate_series(1, 3) g, ratelimit_limit('oc-tz', 'k', count => g * 0 + 1);
+SET TimeZone = 'Etc/GMT+12';
+SELECT count(*) FILTER (WHERE ok) AS granted_after_tz FROM generate_series(1, 3) g, ratelimit_limit('oc-tz', 'k', count => g * 0 + 1);
+SET TimeZone = 'UTC';
+ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamptz;
+
+-- An inheritance child holding a row of the same limit: a clear error
+-- naming the cause (21000), nothing written.
+CREATE TABLE public.state_child () INHERITS (ratelimit_state);
+INSERT INTO public.state_child (name, key, shard, value, ts, prev)
+  SELECT name, key, shard, value, ts, prev FROM ratelimit_state WHERE name = 'oc' AND key = 'existing';
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'existing') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_check('oc', 'existing') $$);
+DROP TABLE public.state_child;
+SELECT ok FROM ratelimit_limit('oc', 'existing');
+
+DROP FUNCTION public.audit_state();
+DROP TABLE public.audit;
+SELECT ratelimit_reset('oc-tz', 'k');
+DROP OWNED BY oc_mallory, oc_app;
+DROP ROLE oc_mallory;
+DROP ROLE oc_app;
