@@ -30,12 +30,14 @@
 # ones; the library is a pinned copy (bench/lib.sh), as in bench/run.sh.
 # p05h_check_refused_random (profile only, not in run.sh) is ratelimit_check
 # on the refused workload's keys: the same answer as a refusal.
+# p05i_new_key_inline (profile only) is a grant on a key never used before
+# (one of 10^12): the new row's insert.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 PROFILE_WORKLOADS_GIVEN=${PROFILE_WORKLOADS:+1}
-PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w04c_lean_random w04e_lean_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random"}
+PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w04c_lean_random w04e_lean_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random p05i_new_key_inline"}
 PROFILE_SO=${PROFILE_SO:-}
 PROFILE_BASELINE_SO=${PROFILE_BASELINE_SO:-}
 SMALL=500
