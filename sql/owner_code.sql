@@ -41,7 +41,12 @@ SELECT key, by_role, count(*) FROM public.audit WHERE key = 'app-key' GROUP BY 1
 -- The attack: an unprivileged role shadows "audit" with a temporary table
 -- whose trigger tries to make it a superuser. Its trigger runs as the
 -- caller (not as the owner), on the insert path (a new key) and the update
--- path (an existing key) alike, and cannot escalate.
+-- path (an existing key) alike, and cannot escalate. (A fresh session, as
+-- the attacker's would be: this one has the owner's trigger planned
+-- already, against public.audit.)
+\c
+SET timezone = 'UTC';
+SET ratelimit.now = '2026-03-01 12:00:00+00';
 SET ROLE oc_mallory;
 CREATE TEMP TABLE audit (name text, key text, by_role name);
 CREATE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -88,6 +93,40 @@ SELECT ok FROM ratelimit_limit('oc', 'default-key');
 RESET ROLE;
 SELECT key, created_by FROM ratelimit_state WHERE key = 'default-key';
 ALTER TABLE ratelimit_state DROP COLUMN created_by;
+
+-- A statement-level INSERT trigger of the owner's fires for a new key (the
+-- new row then goes through SQL: only the executor's ModifyTable node
+-- fires statement triggers), as it would for an INSERT.
+CREATE TABLE public.statement_log (fired int);
+CREATE FUNCTION public.log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.statement_log VALUES (1);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER log_statement AFTER INSERT ON ratelimit_state
+  FOR EACH STATEMENT EXECUTE FUNCTION public.log_statement();
+SELECT ok FROM ratelimit_limit('oc', 'statement-key');
+SELECT ok FROM ratelimit_limit('oc', 'statement-key');
+SELECT count(*) AS statement_triggers_fired FROM public.statement_log;
+DROP TRIGGER log_statement ON ratelimit_state;
+DROP FUNCTION public.log_statement();
+DROP TABLE public.statement_log;
+
+-- An installed index replaced under its own name by one that calls a
+-- function of the owner's: a call that would reach it through SQL (as the
+-- owner) is refused for a role without the owner's privileges; the owner's
+-- own call works.
+CREATE FUNCTION public.owner_predicate(text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN true; END $$;
+DROP INDEX ratelimit_state_global;
+CREATE UNIQUE INDEX ratelimit_state_global ON ratelimit_state (name, shard)
+  WHERE key IS NULL AND public.owner_predicate(name);
+SET ROLE oc_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc-index', NULL, '{"kind": "token bucket", "rate": 5, "period": 60000}') $$);
+RESET ROLE;
+SELECT ok FROM ratelimit_limit('oc-index', NULL, '{"kind": "token bucket", "rate": 5, "period": 60000}');
+DROP INDEX ratelimit_state_global;
+CREATE UNIQUE INDEX ratelimit_state_global ON ratelimit_state (name, shard) WHERE key IS NULL;
+DROP FUNCTION public.owner_predicate(text);
 
 -- A BEFORE INSERT trigger that skips the new row: the decision cannot be
 -- stored, 27000, nothing written (no endless retry).

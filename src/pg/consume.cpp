@@ -569,25 +569,30 @@ ratelimit::Reading CurrentValue(const LimitCall& call) {
                                  call.origin);
 }
 
-Decision RefundTokens(const LimitCall& call, double amount) {
-  if (call.config.shards <= 1) {
-    StoredState stored = LockRowCountingWait(call);
-    Micros now = ClockNow();
-    Decision decision =
-        ratelimit::Refund(call.config, StateForKind(stored, call.config.kind, now), now, call.origin, amount);
-    if (stored.state.exists)
-      UpdateLockedState(call.id, &stored.tid, WriteOf(call, decision.next, decision.full_at));
-    return decision;
+Decision RefundTokens(LimitCall* call, double amount) {
+  for (;;) {
+    CHECK_FOR_INTERRUPTS();
+    if (call->config.shards <= 1) {
+      StoredState stored = LockRowCountingWait(*call);
+      if (RefreshConfig(call)) continue;  // changed while this call waited: the rows are locked anyway
+      Micros now = ClockNow();
+      Decision decision = ratelimit::Refund(call->config, StateForKind(stored, call->config.kind, now), now,
+                                            call->origin, amount);
+      if (stored.state.exists)
+        UpdateLockedState(call->id, &stored.tid, WriteOf(*call, decision.next, decision.full_at));
+      return decision;
+    }
+    ShardInput* all = ReadDenseShards(*call, true);
+    if (RefreshConfig(call)) continue;
+    int shards = call->config.shards;
+    auto* writes = static_cast<ratelimit::ShardWrite*>(palloc0(sizeof(ratelimit::ShardWrite) * shards));
+    Decision summary = ratelimit::RefundShards(ratelimit::ShardConfig(call->config), all, shards, ClockNow(),
+                                               call->origin, amount, writes);
+    for (int i = 0; i < shards; ++i)
+      if (writes[i].write && all[i].state.exists)
+        UpdateLockedState(ShardId(call->id, i), nullptr, WriteOf(*call, writes[i].next, writes[i].full_at));
+    return summary;
   }
-  ShardInput* all = ReadDenseShards(call, true);
-  auto* writes =
-      static_cast<ratelimit::ShardWrite*>(palloc0(sizeof(ratelimit::ShardWrite) * call.config.shards));
-  Decision summary = ratelimit::RefundShards(ratelimit::ShardConfig(call.config), all, call.config.shards,
-                                             ClockNow(), call.origin, amount, writes);
-  for (int i = 0; i < call.config.shards; ++i)
-    if (writes[i].write && all[i].state.exists)
-      UpdateLockedState(ShardId(call.id, i), nullptr, WriteOf(call, writes[i].next, writes[i].full_at));
-  return summary;
 }
 
 void ConsumeAll(LimitCall* calls, int count, Decision* out) {

@@ -39,7 +39,7 @@ void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(DefinitionTableOid
 bool LookupDefinedConfig(text* name, LimitConfig* config) {
   Datum values[1] = {PointerGetDatum(name)};
   char nulls[1] = {' '};
-  ExecuteStatementLatest(Statement::kDefinitionLookup, values, nulls, SPI_OK_SELECT, 1);
+  ExecuteStatementLatest(Statement::kDefinitionLookup, false, values, nulls, SPI_OK_SELECT, 1);
   if (SPI_processed == 0) return false;
   bool isnull = false;
   Datum stored = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

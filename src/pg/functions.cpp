@@ -471,7 +471,7 @@ Datum Refund(FunctionCallInfo fcinfo) {
   call.request.count = 0;  // the request validated against the config is "take nothing"
   Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
-  Decision decision = RefundTokens(call, amount);
+  Decision decision = RefundTokens(&call, amount);
   DisconnectStorage(previous_sql_role);
   CountRefund(call, amount);
   return ResultDatum(ResultDesc(fcinfo), decision);

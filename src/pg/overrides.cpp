@@ -118,7 +118,7 @@ void LoadNames(uint64 current) {
     names_context = AllocSetContextCreate(TopMemoryContext, "ratelimit override names", ALLOCSET_SMALL_SIZES);
   MemoryContextReset(names_context);
   names.slots = nullptr;
-  ExecuteStatementLatest(Statement::kOverrideNames, nullptr, nullptr, SPI_OK_SELECT,
+  ExecuteStatementLatest(Statement::kOverrideNames, false, nullptr, nullptr, SPI_OK_SELECT,
                          kMaxTrackedOverrides + 1);
   uint64 count = SPI_processed;
   names.all = count > static_cast<uint64>(kMaxTrackedOverrides);
@@ -225,7 +225,7 @@ bool LookupOverride(const LimitId& id, LimitConfig* out) {
 Jsonb* ReadOverrideConfig(text* name, text* key) {
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
   char nulls[2] = {' ', ' '};
-  ExecuteStatementLatest(Statement::kOverrideLookup, values, nulls, SPI_OK_SELECT, 1);
+  ExecuteStatementLatest(Statement::kOverrideLookup, false, values, nulls, SPI_OK_SELECT, 1);
   Jsonb* config = nullptr;
   if (SPI_processed == 1) {
     bool isnull = false;

@@ -188,7 +188,7 @@ bool RunInSubtransaction(bool (*step)(void* context), void* context);
 Decision Consume(LimitCall* call);
 Decision Check(const LimitCall& call);
 ratelimit::Reading CurrentValue(const LimitCall& call);
-Decision RefundTokens(const LimitCall& call, double amount);
+Decision RefundTokens(LimitCall* call, double amount);
 void ConsumeAll(LimitCall* calls, int count, Decision* out);
 
 // ---- limits as data (0.5.0) ------------------------------------------------

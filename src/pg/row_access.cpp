@@ -218,7 +218,9 @@ TupleTableSlot* NewVersion(const StateTable& table, TupleTableSlot* old_slot, co
   set(c.prev, Float8GetDatum(row.next.prev), !row.keep_prev);
   if (c.idle_at != InvalidAttrNumber)
     set(c.idle_at, TimestampTzGetDatum(TimestamptzFromUnix(row.idle_at)), false);
-  return ExecStoreVirtualTuple(slot);
+  ExecStoreVirtualTuple(slot);
+  slot->tts_tableOid = RelationGetRelid(table.rel);  // as ExecInsert sets it (a CHECK may read tableoid)
+  return slot;
 }
 
 // ExecSimpleRelationUpdate's steps for the version at `tid`, except that
@@ -299,6 +301,24 @@ TupleTableSlot* NewRow(const StateTable& table, const LimitId& id, const RowWrit
   return ExecStoreVirtualTuple(slot);
 }
 
+// ExecCheckTIDVisible and ExecCheckTupleVisible (nodeModifyTable.c, static
+// there): under REPEATABLE READ or SERIALIZABLE, a conflicting row the
+// transaction's snapshot cannot see is a serialization failure, unless this
+// transaction inserted it.
+void CheckConflictVisible(RowWriter* w, ItemPointer tid) {
+  if (!IsolationUsesXactSnapshot()) return;
+  Relation rel = w->rri->ri_RelationDesc;
+  TupleTableSlot* existing = table_slot_create(rel, &w->estate->es_tupleTable);
+  if (!table_tuple_fetch_row_version(rel, tid, SnapshotAny, existing))
+    elog(ERROR, "ratelimit: failed to fetch the conflicting row");
+  if (table_tuple_satisfies_snapshot(rel, existing, w->estate->es_snapshot)) return;
+  bool isnull = false;
+  TransactionId xmin = DatumGetTransactionId(slot_getsysattr(existing, MinTransactionIdAttributeNumber, &isnull));
+  if (!TransactionIdIsCurrentTransactionId(xmin))
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg("could not serialize access due to concurrent update")));
+}
+
 // ExecInsert's speculative insertion for ON CONFLICT DO NOTHING
 // (nodeModifyTable.c), with the one arbiter index of the row's key variant:
 // a row another transaction is inserting is waited for; a conflict found
@@ -312,14 +332,7 @@ bool InsertSpeculatively(RowWriter* w, TupleTableSlot* slot, Oid arbiter) {
     CHECK_FOR_INTERRUPTS();
     ItemPointerData conflict_tid;
     if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict_tid, arbiters)) {
-      // Under REPEATABLE READ or SERIALIZABLE a row this transaction cannot
-      // see is a serialization failure, as for INSERT ... ON CONFLICT.
-      if (IsolationUsesXactSnapshot()) {
-        TupleTableSlot* existing = table_slot_create(rel, &w->estate->es_tupleTable);
-        if (!table_tuple_fetch_row_version(rel, &conflict_tid, w->estate->es_snapshot, existing))
-          ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                          errmsg("could not serialize access due to concurrent insert")));
-      }
+      CheckConflictVisible(w, &conflict_tid);
       return false;
     }
     uint32 token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
@@ -383,7 +396,10 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
   bool updated = false;
   if (!locked && HasBeforeRowUpdateTriggers(w.rri)) {
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    locked = LockVersion(table.rel, &at, snapshot, old_slot, false, false) == LockResult::kLocked;
+    // Never waits here: a version another transaction holds sends the call
+    // to the row lock path, which waits, looks at the config again (a
+    // change committed meanwhile applies) and decides again.
+    locked = LockVersion(table.rel, &at, snapshot, old_slot, true, false) == LockResult::kLocked;
     UnregisterSnapshot(snapshot);
     if (!locked) {
       EndRowWrite(&w);

@@ -267,7 +267,9 @@ void PinConversionSettings() {
 void RequireOwnerCodeSafe(CmdType command) {
   if (!OidIsValid(sql_role)) elog(ERROR, "ratelimit: storage is not prepared");
   if (has_privs_of_role(GetUserId(), sql_role)) return;
-  StateTable table = OpenStateTable(AccessShareLock);
+  // The statement's own lock (lock, then look): no trigger or rule can be
+  // added between this look and the statement.
+  StateTable table = OpenStateTable(command == CMD_SELECT ? AccessShareLock : RowExclusiveLock);
   bool owner_code = StatementRunsOwnerCode(table, command);
   CloseStateTable(&table);
   if (!owner_code) return;
@@ -333,10 +335,14 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
-void ExecuteStatementLatest(Statement statement, Datum* values, const char* nulls, int expected, long limit) {
+void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
+                            long limit) {
   CheckPlanFacts();
-  SPIPlanPtr& plan = plans[static_cast<int>(statement)][0];
-  if (plan == nullptr) plan = KeepPlan(statement, false);
+  bool on_state = static_cast<int>(statement) < kStateStatementCount;
+  if (on_state) RequireOwnerCodeSafe(CommandOf(statement));
+  int variant = on_state && null_key ? 1 : 0;
+  SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
+  if (plan == nullptr) plan = KeepPlan(statement, variant == 1);
   SqlScope scope = EnterSqlScope();
   int rc =
       SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot, false, false, limit);

@@ -110,6 +110,16 @@ StoredState ReadStateSql(const LimitId& id, ReadMode mode) {
   return out;
 }
 
+bool RowExistsLatestSql(const LimitId& id) {
+  Datum values[3];
+  char nulls[3];
+  FillIdParams(id, id.shard, values, nulls);
+  ExecuteStatementLatest(Statement::kRead, NullKey(id), values, nulls, SPI_OK_SELECT, 1);
+  bool exists = SPI_processed > 0;
+  SPI_freetuptable(SPI_tuptable);
+  return exists;
+}
+
 bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row) {
   Datum values[11];
   char nulls[11];

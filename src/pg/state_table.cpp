@@ -249,23 +249,47 @@ bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
   return false;
 }
 
+// Whether a column default can run the owner's code: one on any column but
+// the shard, or the shard's if it calls a function that is not built in.
+bool DefaultsRunOwnerCode(const TupleConstr* constr, AttrNumber shard) {
+  for (int i = 0; i < constr->num_defval; ++i) {
+    const AttrDefault& def = constr->defval[i];
+    if (def.adnum != shard || CallsUserFunction(static_cast<Node*>(stringToNode(def.adbin)), nullptr))
+      return true;
+  }
+  return false;
+}
+
+// Whether the table has an index other than the two probe indexes as
+// installed (an index replaced under an installed name is not one of
+// them): its expressions, predicate and operators are functions.
+bool HasOwnerIndexes(const StateTable& table) {
+  List* indexes = RelationGetIndexList(table.rel);
+  bool owner_index = false;
+  ListCell* cell;
+  foreach (cell, indexes) {
+    Oid index = lfirst_oid(cell);
+    if (index != table.keyed_index && index != table.null_key_index) owner_index = true;
+  }
+  list_free(indexes);
+  return owner_index;
+}
+
 // Whether a new row version (insert or update) runs code the owner added:
 // a CHECK other than the installed shard check, a column default other
-// than the shard's (inserts), a stored generated column, an index beyond
-// the two installed ones (expressions, predicates and operators are
-// functions), or a partition constraint (the parent's key).
-bool NewVersionRunsOwnerCode(Relation rel, CmdType command) {
+// than the shard's (inserts), a stored generated column, an index other
+// than the installed ones, or a partition constraint (the parent's key).
+bool NewVersionRunsOwnerCode(const StateTable& table, CmdType command) {
+  Relation rel = table.rel;
   const TupleConstr* constr = RelationGetDescr(rel)->constr;
   if (rel->rd_rel->relispartition) return true;
   if (constr != nullptr) {
-    if (constr->has_generated_stored || (command == CMD_INSERT && constr->num_defval > 1)) return true;
+    if (constr->has_generated_stored) return true;
+    if (command == CMD_INSERT && DefaultsRunOwnerCode(constr, table.columns.shard)) return true;
     if (constr->num_check > 1 || (constr->num_check == 1 && !IsInstalledShardCheck(constr->check[0])))
       return true;
   }
-  List* indexes = RelationGetIndexList(rel);
-  bool extra_indexes = list_length(indexes) > 2;
-  list_free(indexes);
-  return extra_indexes;
+  return HasOwnerIndexes(table);
 }
 
 }  // namespace
@@ -275,10 +299,19 @@ bool StatementRunsOwnerCode(const StateTable& table, CmdType command) {
   if (ReadRunsOwnerCode(rel)) return true;
   if (command == CMD_SELECT) return false;
   if (HasTriggerOrRuleFor(rel, command)) return true;
-  return command != CMD_DELETE && NewVersionRunsOwnerCode(rel, command);
+  return command != CMD_DELETE && NewVersionRunsOwnerCode(table, command);
 }
 
 namespace {
+
+// Whether an INSERT of the table fires statement-level triggers or fills a
+// transition table, which only the executor's ModifyTable node does: such
+// a table gets its new rows through SQL.
+bool HasStatementLevelInsertTriggers(Relation rel) {
+  const TriggerDesc* t = rel->trigdesc;
+  return t != nullptr &&
+         (t->trig_insert_before_statement || t->trig_insert_after_statement || t->trig_insert_new_table);
+}
 
 // Locks the state table, retrying if the name came to mean another
 // relation before the lock was granted (a DROP and CREATE EXTENSION).
@@ -321,18 +354,17 @@ StateTable OpenStateTable(LOCKMODE mode) {
   StateTable table{};
   table.rel = table_open(LockStateTable(mode), NoLock);
   table.columns = FindColumns(table.rel);
-  if (ColumnTypesAsInstalled(table.rel, table.columns)) {
-    ProbeIndexes indexes = FindProbeIndexes(table.rel, table.columns);
-    table.keyed_index = indexes.keyed;
-    table.null_key_index = indexes.null_key;
-  }
+  ProbeIndexes indexes = FindProbeIndexes(table.rel, table.columns);
+  table.keyed_index = indexes.keyed;
+  table.null_key_index = indexes.null_key;
   Form_pg_class form = table.rel->rd_rel;
   // Row security and inheritance children change what an SQL statement on
   // the table sees; a probe of the table's own index would not.
-  table.direct_read = OidIsValid(table.keyed_index) && OidIsValid(table.null_key_index) &&
-                      !form->relrowsecurity && !form->relhassubclass;
+  table.direct_read = ColumnTypesAsInstalled(table.rel, table.columns) && OidIsValid(table.keyed_index) &&
+                      OidIsValid(table.null_key_index) && !form->relrowsecurity && !form->relhassubclass;
   table.direct_write = table.direct_read && form->relkind == RELKIND_RELATION &&
                        table.rel->rd_rules == nullptr && !HasStatementLevelUpdateTriggers(table.rel);
+  table.direct_insert = table.direct_write && !HasStatementLevelInsertTriggers(table.rel);
   return table;
 }
 

@@ -33,7 +33,8 @@ struct StateTable {
   Relation rel;  // open, locked in the step's mode until the transaction ends
   StateColumns columns;
   // The unique indexes the row probe uses: (name, key, shard) and
-  // (name, shard) WHERE key IS NULL; InvalidOid if not usable as installed.
+  // (name, shard) WHERE key IS NULL; InvalidOid if not as installed (the
+  // probe also needs the columns' installed types: direct_read).
   Oid keyed_index;
   Oid null_key_index;
   // Rows can be found and read without SQL: the columns have the installed
@@ -43,6 +44,9 @@ struct StateTable {
   // or row security. Triggers, constraints, other indexes and replica
   // identity are honoured by PostgreSQL's executor pieces either way.
   bool direct_write;
+  // New rows can be inserted without SQL: also no statement-level INSERT
+  // triggers or transition tables.
+  bool direct_insert;
 };
 
 // Whether an SQL statement of kind `command` (CMD_SELECT for reads and
@@ -92,6 +96,9 @@ bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite&
 
 // state_sql.cpp: the same steps through the extension's saved SQL plans.
 StoredState ReadStateSql(const LimitId& id, ReadMode mode);
+// Whether the row exists in the latest committed state (or this
+// transaction's), whatever the transaction's snapshot sees.
+bool RowExistsLatestSql(const LimitId& id);
 // INSERT ... ON CONFLICT DO NOTHING, or (on_conflict false, for a table
 // with rules) a plain INSERT; whether a row was inserted.
 bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict);

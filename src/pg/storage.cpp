@@ -85,21 +85,29 @@ void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowW
 }
 
 // A new row: directly when the table allows it (code the owner added runs
-// as the caller); else through SQL, where a table with rules cannot use ON
-// CONFLICT: the row's creation lock (held to the transaction's end) makes
-// the plain INSERT the only one, after a look for a committed row.
+// as the caller); else through SQL, with ON CONFLICT when the key
+// variant's unique index is as installed (its arbiter) and the table has
+// no rules (which ON CONFLICT refuses); else a plain INSERT, made the only
+// one by the row's creation lock (held to the transaction's end), after a
+// look for a committed row.
 bool InsertState(const LimitId& id, const RowWrite& row) {
   StateTable table = OpenStateTable(RowExclusiveLock);
   bool inserted = false;
-  if (table.direct_write) {
+  bool arbiter = OidIsValid(id.key_text != nullptr ? table.keyed_index : table.null_key_index);
+  if (table.direct_insert) {
     inserted = InsertRowDirect(table, id, row);
-  } else if (table.rel->rd_rules == nullptr) {
+  } else if (table.rel->rd_rules == nullptr && arbiter) {
     inserted = InsertStateSql(id, row, true);
     // No row and no conflict: a BEFORE trigger skipped the insert.
     if (!inserted && !ReadStateSql(id, ReadMode::kUnlocked).state.exists) RaiseWriteSkipped();
   } else {
     LockRowCreation(id, true);
     if (!ReadStateSql(id, ReadMode::kUnlocked).state.exists) {
+      // Committed after this REPEATABLE READ or SERIALIZABLE snapshot: a
+      // serialization failure, as INSERT ... ON CONFLICT would raise.
+      if (IsolationUsesXactSnapshot() && RowExistsLatestSql(id))
+        ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                        errmsg("could not serialize access due to concurrent update")));
       if (!InsertStateSql(id, row, false)) RaiseWriteSkipped();  // a rule did instead
       inserted = true;
     }
