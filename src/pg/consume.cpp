@@ -142,11 +142,13 @@ void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPoin
   }
 }
 
-// Reads one shard row without a lock (no row: its initial state).
-void ReadShard(const LimitCall& call, int shard, ShardInput* out) {
+// Reads one shard row without a lock (no row: its initial state); stored
+// (may be nullptr) receives the row as read.
+void ReadShard(const LimitCall& call, int shard, ShardInput* out, StoredState* stored = nullptr) {
+  StoredState read = ReadState(ShardId(call.id, shard), ReadMode::kUnlocked);
   out->shard = shard;
-  out->state =
-      StateForKind(ReadState(ShardId(call.id, shard), ReadMode::kUnlocked), call.config.kind, ClockNow());
+  out->state = StateForKind(read, call.config.kind, ClockNow());
+  if (stored != nullptr) *stored = read;
 }
 
 // The row a never-used row of `config` is created as: its initial state,
@@ -221,6 +223,28 @@ Outcome TakeFromBoth(const LimitCall& call, const ShardInput& held, const ItemPo
   return Outcome::kDone;
 }
 
+// The uncontended sharded grant, as ConsumeRow's: when the plan takes from
+// one existing shard that alone grants at once, update that row if it is
+// still the version read (no lock is waited for and none taken before the
+// write, so no subtransaction is needed: nothing here can refuse). False:
+// the locked path decides.
+bool TakeFromOneUnchanged(const LimitCall& call, const ShardInput fast[2], const StoredState stored[2],
+                          const ShardDecision& planned, Decision* out) {
+  int preferred = SingleShardUsed(planned);
+  if (preferred < 0 || !stored[preferred].state.exists || !AloneFits(call, fast[preferred])) return false;
+  ShardDecision decision = DecideShardsNow(call, &fast[preferred], 1);
+  const ratelimit::ShardWrite& write = decision.writes[0];
+  if (!decision.summary.ok || !write.write ||
+      !UpdateStateIfUnchanged(ShardId(call.id, fast[preferred].shard), stored[preferred],
+                              WriteOf(call, write.next, write.full_at)))
+    return false;
+  ShardInput after[2] = {ShardInput{fast[preferred].shard, write.next}, fast[1 - preferred]};
+  *out = decision.summary;
+  out->remaining = ratelimit::EstimatedTotal(ratelimit::ShardConfig(call.config), after, 2,
+                                             call.config.shards, ClockNow(), call.origin);
+  return true;
+}
+
 // Takes from one locked shard if it alone fits now, else from both.
 // remaining is estimated from both candidates either way (as a call that
 // takes from both reports it), the other one at its committed state.
@@ -291,14 +315,16 @@ Outcome ConsumeSharded(LimitCall* call, Decision* out) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     ShardedStep step{call, {}, {}, {}, Outcome::kDone, false};
-    ReadShard(*call, candidate[0], &step.fast[0]);
-    ReadShard(*call, candidate[1], &step.fast[1]);
+    StoredState stored[2];
+    ReadShard(*call, candidate[0], &step.fast[0], &stored[0]);
+    ReadShard(*call, candidate[1], &step.fast[1], &stored[1]);
     step.planned = DecideShardsNow(*call, step.fast, 2);
     if (!step.planned.summary.ok) {
       *out = step.planned.summary;
       return Outcome::kDone;
     }
     if (RefreshConfig(call)) return Outcome::kRestart;
+    if (TakeFromOneUnchanged(*call, step.fast, stored, step.planned, out)) return Outcome::kDone;
     RunInSubtransaction(LockedShardsStep, &step);
     if (step.config_changed) return Outcome::kRestart;
     if (step.outcome == Outcome::kDone) {

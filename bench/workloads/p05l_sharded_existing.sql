@@ -1,0 +1,2 @@
+\set k random(1, 50)
+SELECT ratelimit_limit('sharded', 'k' || :k, '{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "shards": 4}');
