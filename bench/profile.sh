@@ -31,7 +31,9 @@
 # p05h_check_refused_random (profile only, not in run.sh) is ratelimit_check
 # on the refused workload's keys: the same answer as a refusal.
 # p05i_new_key_inline (profile only) is a grant on a key never used before
-# (one of 10^12): the new row's insert.
+# (one of 10^12): the new row's insert. p05j/p05l are a 4-shard limit and
+# p05k/p05m ratelimit_limit_all of one element, on keys mostly new (one of
+# 100,000) and on 50 keys whose rows exist.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

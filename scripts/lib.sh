@@ -119,6 +119,10 @@ cluster_server_running() {
 stop_cluster() {
   [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
   as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  # A backend under valgrind (bench/profile.sh) may still be writing its
+  # output for a moment after the server stopped.
+  local try
+  for try in 1 2 3 4 5; do rm -rf "$CLUSTER_DIR" 2>/dev/null && break; sleep 1; done
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""
 }
