@@ -73,6 +73,17 @@ inline List* InsertIndexEntriesSpeculative(ResultRelInfo* rri, TupleTableSlot* s
 #endif
 }
 
+// ExecCheckIndexConstraints for an INSERT's row (18 added the tuple id of
+// a row being updated, which an INSERT has none of).
+inline bool CheckArbiterIndexes(ResultRelInfo* rri, TupleTableSlot* slot, EState* estate, ItemPointer conflict,
+                                List* arbiters) {
+#if PG_VERSION_NUM >= 180000
+  return ExecCheckIndexConstraints(rri, slot, estate, conflict, nullptr, arbiters);
+#else
+  return ExecCheckIndexConstraints(rri, slot, estate, conflict, arbiters);
+#endif
+}
+
 // An EPQState with no plan, as logical replication's apply worker makes
 // for ExecSimpleRelationUpdate (16 added the result relations argument).
 inline void InitEpqState(EPQState* epq, EState* estate) {

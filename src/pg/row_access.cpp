@@ -331,7 +331,7 @@ bool InsertSpeculatively(RowWriter* w, TupleTableSlot* slot, Oid arbiter) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     ItemPointerData conflict_tid;
-    if (!ExecCheckIndexConstraints(w->rri, slot, w->estate, &conflict_tid, arbiters)) {
+    if (!compat::CheckArbiterIndexes(w->rri, slot, w->estate, &conflict_tid, arbiters)) {
       CheckConflictVisible(w, &conflict_tid);
       return false;
     }
