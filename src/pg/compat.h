@@ -75,8 +75,8 @@ inline List* InsertIndexEntriesSpeculative(ResultRelInfo* rri, TupleTableSlot* s
 
 // ExecCheckIndexConstraints for an INSERT's row (18 added the tuple id of
 // a row being updated, which an INSERT has none of).
-inline bool CheckArbiterIndexes(ResultRelInfo* rri, TupleTableSlot* slot, EState* estate, ItemPointer conflict,
-                                List* arbiters) {
+inline bool CheckArbiterIndexes(ResultRelInfo* rri, TupleTableSlot* slot, EState* estate,
+                                ItemPointer conflict, List* arbiters) {
 #if PG_VERSION_NUM >= 180000
   return ExecCheckIndexConstraints(rri, slot, estate, conflict, nullptr, arbiters);
 #else

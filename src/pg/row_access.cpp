@@ -313,7 +313,8 @@ void CheckConflictVisible(RowWriter* w, ItemPointer tid) {
     elog(ERROR, "ratelimit: failed to fetch the conflicting row");
   if (table_tuple_satisfies_snapshot(rel, existing, w->estate->es_snapshot)) return;
   bool isnull = false;
-  TransactionId xmin = DatumGetTransactionId(slot_getsysattr(existing, MinTransactionIdAttributeNumber, &isnull));
+  TransactionId xmin =
+      DatumGetTransactionId(slot_getsysattr(existing, MinTransactionIdAttributeNumber, &isnull));
   if (!TransactionIdIsCurrentTransactionId(xmin))
     ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                     errmsg("could not serialize access due to concurrent update")));
