@@ -195,6 +195,22 @@ SELECT pg_temp.try($$ SELECT ratelimit_check('oc', 'existing') $$);
 DROP TABLE public.state_child;
 SELECT ok FROM ratelimit_limit('oc', 'existing');
 
+-- Row security the owner forces on the definition table would run as the
+-- owner in a caller's definition lookup: refused (42501) for a role without
+-- the owner's privileges; the owner's own call works.
+ALTER TABLE ratelimit_definition ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ratelimit_definition FORCE ROW LEVEL SECURITY;
+CREATE POLICY everything ON ratelimit_definition USING (true);
+SELECT ratelimit_define('oc-rls', '{"kind": "token bucket", "rate": 5, "period": 60000}');
+SET ROLE oc_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc-rls', 'k') $$);
+RESET ROLE;
+SELECT ok FROM ratelimit_limit('oc-rls', 'k');
+DROP POLICY everything ON ratelimit_definition;
+ALTER TABLE ratelimit_definition NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE ratelimit_definition DISABLE ROW LEVEL SECURITY;
+SELECT ratelimit_undefine('oc-rls');
+
 DROP FUNCTION public.audit_state();
 DROP TABLE public.audit;
 SELECT ratelimit_reset('oc-tz', 'k');

@@ -128,6 +128,7 @@ SPITupleTable* LockRows(text* name, text* key, uint64* count) {
   Oid types[2] = {TEXTOID, TEXTOID};
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
   RequireOwnerCodeSafe(CMD_SELECT);
+  RequireLookupSafe(OverrideTableOid());
   SqlScope scope = EnterSqlScope();
   int rc = SPI_execute_with_args(sql, key != nullptr ? 2 : 1, types, values, nullptr, false, 0);
   LeaveSqlScope(scope);

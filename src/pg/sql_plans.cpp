@@ -15,6 +15,7 @@
 #include "state_table.h"
 
 extern "C" {
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -270,7 +271,7 @@ void RequireOwnerCodeSafe(CmdType command) {
   // The statement's own lock (lock, then look): no trigger or rule can be
   // added between this look and the statement.
   StateTable table = OpenStateTable(command == CMD_SELECT ? AccessShareLock : RowExclusiveLock);
-  bool owner_code = StatementRunsOwnerCode(table, command);
+  bool owner_code = StatementRunsOwnerCode(table, command, sql_role);
   CloseStateTable(&table);
   if (!owner_code) return;
   ereport(
@@ -284,6 +285,23 @@ void RequireOwnerCodeSafe(CmdType command) {
                  GetUserNameFromId(GetUserId(), false)),
        errhint("See the README's Security section: drop what makes the call use SQL (a rule, row "
                "security, a changed column type, inheritance), or call as the owner.")));
+}
+
+void RequireLookupSafe(Oid table) {
+  if (!OidIsValid(table) || has_privs_of_role(GetUserId(), sql_role)) return;
+  Relation rel = table_open(table, AccessShareLock);
+  bool owner_code = ReadRunsOwnerCode(rel, sql_role);
+  table_close(rel, NoLock);
+  if (owner_code)
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+             errmsg("ratelimit: this call would run code the owner added to %s as its owner",
+                    get_rel_name(table)),
+             errdetail(
+                 "The lookup runs as the extension's owner, and the table has row security, a column type or "
+                 "an inheritance child of the owner's that it would run; role \"%s\" does not have the "
+                 "owner's privileges.",
+                 GetUserNameFromId(GetUserId(), false))));
 }
 
 namespace {
@@ -335,11 +353,13 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
-void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
-                            long limit) {
+void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls,
+                            int expected, long limit) {
   CheckPlanFacts();
   bool on_state = static_cast<int>(statement) < kStateStatementCount;
   if (on_state) RequireOwnerCodeSafe(CommandOf(statement));
+  if (!on_state)
+    RequireLookupSafe(statement == Statement::kDefinitionLookup ? DefinitionTableOid() : OverrideTableOid());
   int variant = on_state && null_key ? 1 : 0;
   SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
   if (plan == nullptr) plan = KeepPlan(statement, variant == 1);

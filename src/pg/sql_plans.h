@@ -68,6 +68,9 @@ void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, c
 // reads and row locks) would run such code (StatementRunsOwnerCode); the
 // direct path, which runs that code as the caller, is never refused.
 void RequireOwnerCodeSafe(CmdType command);
+// The same for a SELECT on the definition or override table (`table`;
+// InvalidOid: nothing to check).
+void RequireLookupSafe(Oid table);
 // Sets TimeZone UTC, DateStyle ISO, MDY and IntervalStyle postgres at the
 // current GUC nest level (GUC_ACTION_SAVE), so conversions never depend on
 // the caller's settings.

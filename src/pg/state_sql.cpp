@@ -197,6 +197,8 @@ int64 DeleteIdleStates(Micros now) {
 // A cursor fetches a batch at a time, so a big table is never all in memory.
 void ScanStatusRows(StatusRowSink sink, void* context) {
   RequireOwnerCodeSafe(CMD_SELECT);
+  RequireLookupSafe(DefinitionTableOid());
+  RequireLookupSafe(OverrideTableOid());
   const char* schema = QuotedSchema();
   // The config each row is used with: the key's override, else the
   // definition (the override table exists from 0.5.0).

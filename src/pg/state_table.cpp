@@ -212,19 +212,22 @@ bool IsInstalledShardCheck(const ConstrCheck& check) {
   return answer;
 }
 
-// Whether a read runs code the owner added: forced row security (the
-// statements run as the owner, whom policies skip unless forced), a column
-// of a type that is not built in (its casts and I/O), or inheritance
-// children (whose own policies and triggers apply).
-bool ReadRunsOwnerCode(Relation rel) {
+}  // namespace
+
+bool ReadRunsOwnerCode(Relation rel, Oid statement_role) {
   Form_pg_class form = rel->rd_rel;
-  if ((form->relrowsecurity && form->relforcerowsecurity) || form->relhassubclass) return true;
+  // Policies apply unless the statement's role owns the table and they are
+  // not forced.
+  bool policies = form->relrowsecurity && (form->relforcerowsecurity || form->relowner != statement_role);
+  if (policies || form->relhassubclass) return true;
   TupleDesc desc = RelationGetDescr(rel);
   for (int i = 0; i < desc->natts; ++i)
     if (!TupleDescAttr(desc, i)->attisdropped && TupleDescAttr(desc, i)->atttypid >= FirstNormalObjectId)
       return true;
   return false;
 }
+
+namespace {
 
 // Whether the table has a trigger or a rule for `command`.
 bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
@@ -294,9 +297,9 @@ bool NewVersionRunsOwnerCode(const StateTable& table, CmdType command) {
 
 }  // namespace
 
-bool StatementRunsOwnerCode(const StateTable& table, CmdType command) {
+bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statement_role) {
   Relation rel = table.rel;
-  if (ReadRunsOwnerCode(rel)) return true;
+  if (ReadRunsOwnerCode(rel, statement_role)) return true;
   if (command == CMD_SELECT) return false;
   if (HasTriggerOrRuleFor(rel, command)) return true;
   return command != CMD_DELETE && NewVersionRunsOwnerCode(table, command);

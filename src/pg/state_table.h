@@ -50,13 +50,17 @@ struct StateTable {
 };
 
 // Whether an SQL statement of kind `command` (CMD_SELECT for reads and
-// row locks, CMD_INSERT, CMD_UPDATE, CMD_DELETE) on the (locked) table runs
-// code the owner added after installing it: forced row security, casts of
-// a column changed to a non-built-in type, inheritance children (their own
-// triggers and policies); for writes also the command's triggers and rules,
-// and for inserts and updates CHECKs, defaults, generated columns, further
-// indexes and a partition constraint.
-bool StatementRunsOwnerCode(const StateTable& table, CmdType command);
+// row locks, CMD_INSERT, CMD_UPDATE, CMD_DELETE) on the (locked) table, run
+// as `statement_role`, runs code the owner added after installing it: what
+// ReadRunsOwnerCode finds; for writes also the command's triggers and
+// rules, and for inserts and updates CHECKs, defaults, generated columns,
+// further indexes and a partition constraint.
+bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statement_role);
+// Whether a SELECT on `rel` run as `statement_role` runs code the owner
+// added: row security that applies to that role, a column of a type that
+// is not built in (its casts and I/O), or inheritance children (whose own
+// policies apply).
+bool ReadRunsOwnerCode(Relation rel, Oid statement_role);
 
 // storage.cpp: raises the error of a locked row's write that did not happen
 // (a BEFORE ROW trigger returned NULL, or a rule or policy hid the row):
