@@ -85,6 +85,29 @@ RESET ROLE;
 SELECT count(*) FROM ratelimit_state WHERE key = 'mallory-key';
 DROP TRIGGER audit_state ON ratelimit_state;
 
+-- A delete trigger of the owner's runs as the caller too, for a role the
+-- owner granted ratelimit_reset (every shard's row is deleted).
+CREATE TABLE public.delete_log (key text, shard smallint, by_role name);
+GRANT INSERT ON public.delete_log TO oc_app;
+CREATE FUNCTION public.log_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.delete_log VALUES (OLD.key, OLD.shard, current_user);
+  RETURN OLD;
+END $$;
+CREATE TRIGGER log_delete BEFORE DELETE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION public.log_delete();
+SELECT ok FROM ratelimit_limit('oc-reset', 'k', '{"kind": "token bucket", "rate": 40, "period": 60000, "shards": 4}', count => 15);
+GRANT EXECUTE ON FUNCTION ratelimit_reset(text, text) TO oc_app;
+SET ROLE oc_app;
+SELECT ratelimit_reset('oc-reset', 'k');
+SELECT ratelimit_reset('oc-reset', 'k');
+RESET ROLE;
+SELECT key, count(*) AS rows, min(by_role) AS by_role FROM public.delete_log GROUP BY key;
+SELECT count(*) FROM ratelimit_state WHERE name = 'oc-reset';
+REVOKE EXECUTE ON FUNCTION ratelimit_reset(text, text) FROM oc_app;
+DROP TRIGGER log_delete ON ratelimit_state;
+DROP FUNCTION public.log_delete();
+DROP TABLE public.delete_log;
+
 -- A column the owner added with a default: a new row gets the default,
 -- computed as the caller.
 ALTER TABLE ratelimit_state ADD COLUMN created_by name DEFAULT current_user;

@@ -441,4 +441,35 @@ bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite&
   return inserted;
 }
 
+// Every row of (name, key), through the key variant's unique index (its
+// name and key prefix) under a fresh snapshot; each is locked as DELETE
+// locks it (LockVersion, following the update chain) and deleted by
+// ExecSimpleRelationDelete, which fires the row triggers (as the caller).
+int DeleteRowsDirect(const StateTable& table, const LimitId& id) {
+  CommandCounterIncrement();
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  Relation index = index_open(id.key_text ? table.keyed_index : table.null_key_index, AccessShareLock);
+  ScanKeyData keys[2];
+  InitIndexKey(index, &keys[0], 1, F_TEXTEQ, PointerGetDatum(id.name_text));
+  int nkeys = 1;
+  if (id.key_text != nullptr) InitIndexKey(index, &keys[nkeys++], 2, F_TEXTEQ, PointerGetDatum(id.key_text));
+  IndexScanDesc scan = compat::BeginIndexScan(table.rel, index, snapshot, nkeys);
+  index_rescan(scan, keys, nkeys, nullptr, 0);
+  RowWriter w;
+  BeginRowWrite(table, &w, false);
+  TupleTableSlot* slot = table_slot_create(table.rel, &w.estate->es_tupleTable);
+  int deleted = 0;
+  while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    ItemPointerData tid = slot->tts_tid;
+    if (LockVersion(table.rel, &tid, snapshot, slot, false, true) != LockResult::kLocked) continue;
+    ExecSimpleRelationDelete(w.rri, w.estate, &w.epq, slot);
+    ++deleted;
+  }
+  EndRowWrite(&w);
+  index_endscan(scan);
+  index_close(index, NoLock);
+  UnregisterSnapshot(snapshot);
+  return deleted;
+}
+
 }  // namespace ratelimit_pg

@@ -178,7 +178,7 @@ int ReadAllShards(const LimitId& id, bool lock, int shards, StoredState* out) {
   return found;
 }
 
-bool DeleteStates(const LimitId& id) {
+bool DeleteStatesSql(const LimitId& id) {
   Datum values[3];
   char nulls[3];
   FillIdParams(id, 0, values, nulls);

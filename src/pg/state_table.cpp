@@ -316,6 +316,13 @@ bool HasStatementLevelInsertTriggers(Relation rel) {
          (t->trig_insert_before_statement || t->trig_insert_after_statement || t->trig_insert_new_table);
 }
 
+// The same for a DELETE.
+bool HasStatementLevelDeleteTriggers(Relation rel) {
+  const TriggerDesc* t = rel->trigdesc;
+  return t != nullptr &&
+         (t->trig_delete_before_statement || t->trig_delete_after_statement || t->trig_delete_old_table);
+}
+
 // Locks the state table, retrying if the name came to mean another
 // relation before the lock was granted (a DROP and CREATE EXTENSION).
 Oid LockStateTable(LOCKMODE mode) {
@@ -368,6 +375,7 @@ StateTable OpenStateTable(LOCKMODE mode) {
   table.direct_write = table.direct_read && form->relkind == RELKIND_RELATION &&
                        table.rel->rd_rules == nullptr && !HasStatementLevelUpdateTriggers(table.rel);
   table.direct_insert = table.direct_write && !HasStatementLevelInsertTriggers(table.rel);
+  table.direct_delete = table.direct_write && !HasStatementLevelDeleteTriggers(table.rel);
   return table;
 }
 

@@ -44,9 +44,10 @@ struct StateTable {
   // or row security. Triggers, constraints, other indexes and replica
   // identity are honoured by PostgreSQL's executor pieces either way.
   bool direct_write;
-  // New rows can be inserted without SQL: also no statement-level INSERT
-  // triggers or transition tables.
+  // New rows can be inserted (rows deleted) without SQL: also no
+  // statement-level INSERT (DELETE) triggers or transition tables.
   bool direct_insert;
+  bool direct_delete;
 };
 
 // Whether an SQL statement of kind `command` (CMD_SELECT for reads and
@@ -98,6 +99,10 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
 // trigger that skips it raises (RaiseWriteSkipped).
 bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite& row);
 
+// Deletes every row of (name, key) (all shards) as DELETE would; returns
+// how many were locked for it (a BEFORE trigger may still skip one).
+int DeleteRowsDirect(const StateTable& table, const LimitId& id);
+
 // state_sql.cpp: the same steps through the extension's saved SQL plans.
 StoredState ReadStateSql(const LimitId& id, ReadMode mode);
 // Whether the row exists in the latest committed state (or this
@@ -106,6 +111,8 @@ bool RowExistsLatestSql(const LimitId& id);
 // INSERT ... ON CONFLICT DO NOTHING, or (on_conflict false, for a table
 // with rules) a plain INSERT; whether a row was inserted.
 bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict);
+// DELETE of every row of (name, key); whether any was deleted.
+bool DeleteStatesSql(const LimitId& id);
 bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row);
 void UpdateLockedSql(const LimitId& id, const RowWrite& row);
 

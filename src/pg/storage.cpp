@@ -116,6 +116,15 @@ bool InsertState(const LimitId& id, const RowWrite& row) {
   return inserted;
 }
 
+// Every row of (name, key): directly when the table allows it (the owner's
+// delete triggers run as the caller), else through SQL.
+bool DeleteStates(const LimitId& id) {
+  StateTable table = OpenStateTable(RowExclusiveLock);
+  bool deleted = table.direct_delete ? DeleteRowsDirect(table, id) > 0 : DeleteStatesSql(id);
+  CloseStateTable(&table);
+  return deleted;
+}
+
 bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, bool announce, StoredState* out) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
