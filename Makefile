@@ -54,3 +54,13 @@ override CPPFLAGS := $(patsubst -I$(includedir_server),-isystem $(includedir_ser
 
 # PGXS does not track header dependencies: rebuild every object when a header changes.
 $(OBJS): $(wildcard src/core/*.h src/pg/*.h)
+
+# The module is linked with unresolved symbols allowed (the server provides
+# them at load time), so a function of the extension's own that is declared
+# but defined nowhere (or only in an anonymous namespace) would only fail
+# at CREATE EXTENSION: fail the build instead.
+all: check-own-symbols
+check-own-symbols: $(shlib)
+	@if nm -D --undefined-only $(shlib) | grep -E '_ZN(9ratelimit|12ratelimit_pg)'; then \
+	  echo "$(shlib): the symbols above are the extension's own and defined nowhere" >&2; exit 1; fi
+.PHONY: check-own-symbols

@@ -15,9 +15,9 @@ END $$;
 CREATE ROLE exact_app;
 
 -- 1. No caller can lock out a defined limit by reserving: a definition
--- without maxReserved lets a call go at most max(capacity, rate) below
--- zero, so a huge reservation can never succeed (22023, nothing written)
--- and repeated ones stop one bucket deep.
+-- without maxReserved lets a call go at most `rate` below zero (one
+-- period's refill), so a huge reservation can never succeed (22023,
+-- nothing written) and repeated ones stop one period deep.
 SELECT ratelimit_define('lockout', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
 SET ROLE exact_app;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('lockout', 'alice', count => 8.7e6, reserve => true) $$);
@@ -28,6 +28,20 @@ SELECT g, ok, retry_after, retry_at
 FROM generate_series(1, 4) g, ratelimit_limit('lockout', 'alice', count => g * 0 + 10, reserve => true);
 SELECT value FROM ratelimit_value('lockout', 'alice');
 RESET ROLE;
+-- A large capacity does not deepen the bound: 1 per hour, capacity 100,
+-- may be reserved 1 below zero (not 100 hours of lockout).
+SELECT ratelimit_define('lockout-burst', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "capacity": 100}');
+SET ROLE exact_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('lockout-burst', 'victim', count => 200, reserve => true) $$);
+SELECT ok, retry_after FROM ratelimit_limit('lockout-burst', 'victim', count => 101, reserve => true);
+RESET ROLE;
+-- A deficit a caller reserved under an inline config before the owner
+-- defined the name is cut to the owner's bound by the definition.
+SELECT ok FROM ratelimit_limit('lockout-early', 'alice',
+  '{"kind": "token bucket", "rate": 10, "period": "1 hour"}', count => 876000, reserve => true);
+SELECT value FROM ratelimit_value('lockout-early', 'alice', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+SELECT ratelimit_define('lockout-early', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');
+SELECT value FROM ratelimit_value('lockout-early', 'alice');
 -- The same limit defined with an explicit maxReserved keeps it.
 SELECT ratelimit_define('lockout-deep', '{"kind": "token bucket", "rate": 10, "period": "1 hour", "maxReserved": 100}');
 SELECT ok, retry_after FROM ratelimit_limit('lockout-deep', 'alice', count => 110, reserve => true);
@@ -153,5 +167,17 @@ RESET client_encoding;
 DROP DATABASE ratelimit_utf8;
 
 SELECT ratelimit_unoverride('prec', 'vip');
-SELECT ratelimit_undefine(name) FROM (VALUES ('lockout'), ('lockout-deep'), ('cl-cap'), ('cl-ov'), ('prec')) n(name);
+
+-- 7. A zone abbreviation in "start" means what the default set says in
+-- every session, whatever timezone_abbreviations the session loaded: all
+-- sessions align the limit's windows alike.
+SET ratelimit.now = '2026-03-01 14:00:00+00';
+SELECT ratelimit_define('tz-abbrev', '{"kind": "fixed window", "rate": 5, "period": 7000, "start": "2025-01-01 00:00 EST"}');
+SELECT ts AS owner_window FROM ratelimit_value('tz-abbrev', 'x') \gset
+\c :regress_db
+SET ratelimit.now = '2026-03-01 14:00:00+00';
+SET timezone_abbreviations = 'Australia';
+SELECT ts = :'owner_window' AS same_window FROM ratelimit_value('tz-abbrev', 'x');
+RESET timezone_abbreviations;
+SELECT ratelimit_undefine(name) FROM (VALUES ('lockout'), ('lockout-deep'), ('lockout-burst'), ('lockout-early'), ('tz-abbrev'), ('cl-cap'), ('cl-ov'), ('prec')) n(name);
 DROP ROLE exact_app;

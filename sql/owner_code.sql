@@ -108,6 +108,27 @@ DROP TRIGGER log_delete ON ratelimit_state;
 DROP FUNCTION public.log_delete();
 DROP TABLE public.delete_log;
 
+-- A BEFORE INSERT trigger that changes the new row's key (or name, or
+-- shard): 27000 naming it, never a call that cannot find its own row and
+-- retries forever.
+CREATE FUNCTION public.lower_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.key := lower(NEW.key);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER lower_key BEFORE INSERT OR UPDATE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION public.lower_key();
+SET statement_timeout = '60s';
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'MixedCase') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'lower') $$);
+RESET statement_timeout;
+DROP TRIGGER lower_key ON ratelimit_state;
+UPDATE ratelimit_state SET key = 'Upper' WHERE name = 'oc' AND key = 'lower';
+CREATE TRIGGER lower_key BEFORE INSERT OR UPDATE ON ratelimit_state FOR EACH ROW EXECUTE FUNCTION public.lower_key();
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'Upper') $$);
+DROP TRIGGER lower_key ON ratelimit_state;
+DROP FUNCTION public.lower_key();
+SELECT key FROM ratelimit_state WHERE name = 'oc' AND lower(key) IN ('mixedcase', 'lower', 'upper') ORDER BY key;
+
 -- A column the owner added with a default: a new row gets the default,
 -- computed as the caller.
 ALTER TABLE ratelimit_state ADD COLUMN created_by name DEFAULT current_user;
@@ -207,6 +228,32 @@ SET TimeZone = 'Etc/GMT+12';
 SELECT count(*) FILTER (WHERE ok) AS granted_after_tz FROM generate_series(1, 3) g, ratelimit_limit('oc-tz', 'k', count => g * 0 + 1);
 SET TimeZone = 'UTC';
 ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamptz;
+
+-- A state column changed to a built-in type the owner converts with casts
+-- of its own (here ts as epoch microseconds): the statements' conversions
+-- would run the owner's cast functions as the owner, so a role without the
+-- owner's privileges is refused; the owner's own calls work.
+CREATE FUNCTION public.us_to_ts(bigint) RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN to_timestamp($1 / 1e6);
+END $$;
+CREATE FUNCTION public.ts_to_us(timestamptz) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  RETURN (extract(epoch FROM $1) * 1e6)::bigint;
+END $$;
+ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE bigint USING (extract(epoch FROM ts) * 1e6)::bigint;
+CREATE CAST (timestamptz AS bigint) WITH FUNCTION public.ts_to_us(timestamptz) AS ASSIGNMENT;
+CREATE CAST (bigint AS timestamptz) WITH FUNCTION public.us_to_ts(bigint);
+SET ROLE oc_app;
+SELECT pg_temp.try($$ SELECT ratelimit_check('oc', 'existing') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'cast-key') $$);
+RESET ROLE;
+SELECT ok FROM ratelimit_check('oc', 'existing');
+DROP CAST (timestamptz AS bigint);
+DROP CAST (bigint AS timestamptz);
+ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamptz USING to_timestamp(ts / 1e6);
+DROP FUNCTION public.us_to_ts(bigint);
+DROP FUNCTION public.ts_to_us(timestamptz);
 
 -- An inheritance child holding a row of the same limit: a clear error
 -- naming the cause (21000), nothing written.

@@ -71,7 +71,7 @@ LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
   if (config.has_max_reserved || config.kind == Kind::kSlidingWindow) return config;
   LimitConfig bounded = config;
   bounded.has_max_reserved = true;
-  bounded.max_reserved = std::max(Capacity(config), config.rate);
+  bounded.max_reserved = config.rate;
   return bounded;
 }
 

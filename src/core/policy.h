@@ -49,10 +49,9 @@ StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfi
                    const LimitState& live, Micros now) noexcept;
 
 // A config its owner set (a definition or an override) as calls apply it:
-// without maxReserved, reservations may go at most max(capacity, rate)
-// deep (one bucket, or one period's refill), so no caller can hold an
-// owner's limit empty for longer than that by reserving; an explicit
-// maxReserved is kept as given.
+// without maxReserved, reservations may go at most `rate` deep (one
+// period's refill), so no caller can hold an owner's limit empty for more
+// than about one period by reserving; an explicit maxReserved is kept.
 LimitConfig OwnerBounded(const LimitConfig& config) noexcept;
 
 // Whether a valid request can never be granted under `config` (its count

@@ -51,13 +51,19 @@ Micros MillisToMicros(const char* field, double millis) {
 // the field. A config must mean the same in every session (they share its
 // state rows and cache), so the input runs under fixed settings rather than
 // the session's: a timestamp without a UTC offset is UTC, 01/02 is January
-// 2, and an interval's leading minus applies to its first field only.
+// 2, a zone abbreviation is the default set's, and an interval's leading
+// minus applies to its first field only.
 Datum ParseTypedString(const char* field, PGFunction input, const char* text, const char* expected) {
   MemoryContext caller = CurrentMemoryContext;
   ErrorData* volatile failure = nullptr;
   volatile Datum result = 0;
   int guc_level = NewGUCNestLevel();
   PinConversionSettings();
+  // Abbreviations ("EST") mean what the default set says, whatever set the
+  // session loaded (loading one reads a file: only here, where a parsed
+  // config is cached, not in every statement's scope).
+  (void)set_config_option("timezone_abbreviations", "Default", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                          true, 0, false);
   PG_TRY();
   {
     result =

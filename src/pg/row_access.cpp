@@ -351,6 +351,56 @@ bool InsertSpeculatively(RowWriter* w, TupleTableSlot* slot, Oid arbiter) {
   }
 }
 
+[[noreturn]] void RaiseIdentityChanged();
+
+// Whether a text column of the slot holds exactly these bytes (nullptr: NULL).
+bool TextColumnIs(TupleTableSlot* slot, AttrNumber attnum, const char* bytes, int len) {
+  bool isnull = false;
+  Datum value = slot_getattr(slot, attnum, &isnull);
+  if (isnull || bytes == nullptr) return isnull && bytes == nullptr;
+  text* stored = DatumGetTextPP(value);
+  return static_cast<int>(VARSIZE_ANY_EXHDR(stored)) == len &&
+         std::memcmp(VARDATA_ANY(stored), bytes, len) == 0;
+}
+
+// Raises 27000 when a BEFORE ROW trigger changed the name, key or shard of
+// the row being written: the call would no longer find the row it stored
+// (and would retry forever), so nothing is answered or written.
+void RequireSameIdentity(const StateTable& table, TupleTableSlot* slot, const LimitId& id) {
+  const StateColumns& c = table.columns;
+  bool isnull = false;
+  Datum shard = slot_getattr(slot, c.shard, &isnull);
+  if (TextColumnIs(slot, c.name, id.name, id.name_len) && TextColumnIs(slot, c.key, id.key, id.key_len) &&
+      !isnull && DatumGetInt16(shard) == id.shard)
+    return;
+  RaiseIdentityChanged();
+}
+
+// The same for an update: the new version has the old one's identity.
+void RequireUnchangedIdentity(const StateTable& table, TupleTableSlot* old_slot, TupleTableSlot* new_slot) {
+  const StateColumns& c = table.columns;
+  LimitId id{};
+  bool isnull = false;
+  text* name = DatumGetTextPP(slot_getattr(old_slot, c.name, &isnull));
+  id.name = VARDATA_ANY(name);
+  id.name_len = VARSIZE_ANY_EXHDR(name);
+  Datum key = slot_getattr(old_slot, c.key, &isnull);
+  if (!isnull) {
+    text* key_text = DatumGetTextPP(key);
+    id.key = VARDATA_ANY(key_text);
+    id.key_len = VARSIZE_ANY_EXHDR(key_text);
+  }
+  id.shard = DatumGetInt16(slot_getattr(old_slot, c.shard, &isnull));
+  RequireSameIdentity(table, new_slot, id);
+}
+
+[[noreturn]] void RaiseIdentityChanged() {
+  ereport(ERROR,
+          (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+           errmsg("ratelimit: a trigger changed the name, key or shard of a state row"),
+           errhint("Triggers on ratelimit_state must not change the name, key or shard of its rows.")));
+}
+
 bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {
   return rri->ri_TrigDesc != nullptr && rri->ri_TrigDesc->trig_update_before_row;
 }
@@ -414,6 +464,7 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
       // table_tuple_update gives the slot the new version's tid; a BEFORE
       // ROW trigger that returned NULL skipped the update and left none.
       if (!ItemPointerIsValid(&new_slot->tts_tid)) RaiseWriteSkipped();
+      if (HasBeforeRowUpdateTriggers(w.rri)) RequireUnchangedIdentity(table, old_slot, new_slot);
       updated = true;
     } else {
       updated = UpdateIfNewest(&w, at, new_slot);
@@ -429,9 +480,10 @@ bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite&
   TupleTableSlot* slot = NewRow(table, id, row, w.estate);
   Relation rel = table.rel;
   // ExecInsert's steps before the insertion proper, in its order.
-  if (w.rri->ri_TrigDesc != nullptr && w.rri->ri_TrigDesc->trig_insert_before_row &&
-      !ExecBRInsertTriggers(w.estate, w.rri, slot))
-    RaiseWriteSkipped();
+  if (w.rri->ri_TrigDesc != nullptr && w.rri->ri_TrigDesc->trig_insert_before_row) {
+    if (!ExecBRInsertTriggers(w.estate, w.rri, slot)) RaiseWriteSkipped();
+    RequireSameIdentity(table, slot, id);
+  }
   if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
     ExecComputeStoredGenerated(w.rri, w.estate, slot, CMD_INSERT);
   if (rel->rd_att->constr) ExecConstraints(w.rri, slot, w.estate);
@@ -448,6 +500,10 @@ bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite&
 int DeleteRowsDirect(const StateTable& table, const LimitId& id) {
   CommandCounterIncrement();
   Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  // The scan lives in the executor state's memory and ends before it is
+  // freed (the index AM allocates as it scans).
+  RowWriter w;
+  BeginRowWrite(table, &w, false);
   Relation index = index_open(id.key_text ? table.keyed_index : table.null_key_index, AccessShareLock);
   ScanKeyData keys[2];
   InitIndexKey(index, &keys[0], 1, F_TEXTEQ, PointerGetDatum(id.name_text));
@@ -455,8 +511,6 @@ int DeleteRowsDirect(const StateTable& table, const LimitId& id) {
   if (id.key_text != nullptr) InitIndexKey(index, &keys[nkeys++], 2, F_TEXTEQ, PointerGetDatum(id.key_text));
   IndexScanDesc scan = compat::BeginIndexScan(table.rel, index, snapshot, nkeys);
   index_rescan(scan, keys, nkeys, nullptr, 0);
-  RowWriter w;
-  BeginRowWrite(table, &w, false);
   TupleTableSlot* slot = table_slot_create(table.rel, &w.estate->es_tupleTable);
   int deleted = 0;
   while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
@@ -465,9 +519,9 @@ int DeleteRowsDirect(const StateTable& table, const LimitId& id) {
     ExecSimpleRelationDelete(w.rri, w.estate, &w.epq, slot);
     ++deleted;
   }
-  EndRowWrite(&w);
   index_endscan(scan);
   index_close(index, NoLock);
+  EndRowWrite(&w);
   UnregisterSnapshot(snapshot);
   return deleted;
 }

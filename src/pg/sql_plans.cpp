@@ -98,7 +98,8 @@ const StatementSpec kSpecs[] = {
     // kRemove
     {2, kStateArgTypes, "DELETE FROM {schema}.ratelimit_state WHERE name = $1 AND {key_match}"},
     // kDefinitionLookup
-    {1, kDefinitionArgTypes, "SELECT config FROM {schema}.ratelimit_definition WHERE name = $1"},
+    {1, kDefinitionArgTypes,
+     "SELECT config::pg_catalog.jsonb FROM {schema}.ratelimit_definition WHERE name = $1"},
     // kDefinitionUpsert
     {2, kDefinitionArgTypes,
      "INSERT INTO {schema}.ratelimit_definition (name, config) VALUES ($1, $2)"
@@ -111,7 +112,8 @@ const StatementSpec kSpecs[] = {
      "DELETE FROM {schema}.ratelimit_state WHERE ctid = ANY (ARRAY(SELECT ctid FROM {schema}.ratelimit_state"
      " WHERE idle_at <= $1 FOR UPDATE SKIP LOCKED)) AND idle_at <= $1"},
     // kOverrideLookup
-    {2, kOverrideArgTypes, "SELECT config FROM {schema}.ratelimit_override WHERE name = $1 AND key = $2"},
+    {2, kOverrideArgTypes,
+     "SELECT config::pg_catalog.jsonb FROM {schema}.ratelimit_override WHERE name = $1 AND key = $2"},
     // kOverrideUpsert
     {3, kOverrideArgTypes,
      "INSERT INTO {schema}.ratelimit_override (name, key, config) VALUES ($1, $2, $3)"
@@ -291,6 +293,12 @@ void RequireLookupSafe(Oid table) {
   if (!OidIsValid(table) || has_privs_of_role(GetUserId(), sql_role)) return;
   Relation rel = table_open(table, AccessShareLock);
   bool owner_code = ReadRunsOwnerCode(rel, sql_role);
+  // The config is read as jsonb: an owner's cast from another type is
+  // owner code too.
+  AttrNumber config = get_attnum(table, "config");
+  if (config != InvalidAttrNumber)
+    owner_code =
+        owner_code || CastRunsOwnerCode(TupleDescAttr(RelationGetDescr(rel), config - 1)->atttypid, JSONBOID);
   table_close(rel, NoLock);
   if (owner_code)
     ereport(ERROR,

@@ -59,8 +59,8 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
 // what a config lookup reads, so that a config cached until the next
 // invalidation is never older than that invalidation (also under
 // REPEATABLE READ, whose transaction snapshot may predate it).
-void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
-                            long limit);
+void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls,
+                            int expected, long limit);
 // Statements on the state table run as the owner, so code the owner added
 // to the table would run as the owner in a session the caller shaped (its
 // temporary schema, its settings). A caller without the owner's privileges

@@ -211,7 +211,9 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
       " s.prev::pg_catalog.float8, s.idle_at, %s"
       " FROM %s.ratelimit_state s LEFT JOIN %s.ratelimit_definition d ON d.name = s.name%s"
       " ORDER BY s.name, s.key NULLS FIRST, s.shard",
-      overrides[0] != '\0' ? "coalesce(o.config, d.config)" : "d.config", schema, schema, overrides);
+      overrides[0] != '\0' ? "coalesce(o.config::pg_catalog.jsonb, d.config::pg_catalog.jsonb)"
+                           : "d.config::pg_catalog.jsonb",
+      schema, schema, overrides);
   SqlScope scope = EnterSqlScope();  // the rows are formed in it too: no caller code runs there
   Portal portal = SPI_cursor_open_with_args(nullptr, sql, 0, nullptr, nullptr, nullptr, true, 0);
   // What one batch detoasts or copies is freed with it.

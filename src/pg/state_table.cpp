@@ -18,6 +18,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/table.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_cast.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
@@ -212,7 +213,38 @@ bool IsInstalledShardCheck(const ConstrCheck& check) {
   return answer;
 }
 
+// Whether a state column whose type was changed is converted by the
+// owner's cast (the statements read value, ts and prev with casts to their
+// installed types, and write them back by assignment).
+bool StateCastsRunOwnerCode(Relation rel, const StateColumns& c) {
+  const struct {
+    AttrNumber attnum;
+    Oid installed;
+  } columns[] = {{c.name, TEXTOID},          {c.key, TEXTOID},       {c.shard, INT2OID},
+                 {c.value, FLOAT8OID},       {c.ts, TIMESTAMPTZOID}, {c.prev, FLOAT8OID},
+                 {c.idle_at, TIMESTAMPTZOID}};
+  for (const auto& column : columns)
+    if (column.attnum != InvalidAttrNumber &&
+        CastRunsOwnerCode(TupleDescAttr(RelationGetDescr(rel), column.attnum - 1)->atttypid,
+                          column.installed))
+      return true;
+  return false;
+}
+
 }  // namespace
+
+bool CastRunsOwnerCode(Oid from, Oid to) {
+  if (from == to) return false;
+  for (int direction = 0; direction < 2; ++direction) {
+    HeapTuple tuple = SearchSysCache2(CASTSOURCETARGET, ObjectIdGetDatum(direction == 0 ? from : to),
+                                      ObjectIdGetDatum(direction == 0 ? to : from));
+    if (!HeapTupleIsValid(tuple)) continue;
+    Oid function = reinterpret_cast<Form_pg_cast>(GETSTRUCT(tuple))->castfunc;
+    ReleaseSysCache(tuple);
+    if (function >= FirstNormalObjectId) return true;
+  }
+  return false;
+}
 
 bool ReadRunsOwnerCode(Relation rel, Oid statement_role) {
   Form_pg_class form = rel->rd_rel;
@@ -299,7 +331,7 @@ bool NewVersionRunsOwnerCode(const StateTable& table, CmdType command) {
 
 bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statement_role) {
   Relation rel = table.rel;
-  if (ReadRunsOwnerCode(rel, statement_role)) return true;
+  if (ReadRunsOwnerCode(rel, statement_role) || StateCastsRunOwnerCode(rel, table.columns)) return true;
   if (command == CMD_SELECT) return false;
   if (HasTriggerOrRuleFor(rel, command)) return true;
   return command != CMD_DELETE && NewVersionRunsOwnerCode(table, command);

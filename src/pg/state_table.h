@@ -62,6 +62,9 @@ bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statem
 // is not built in (its casts and I/O), or inheritance children (whose own
 // policies apply).
 bool ReadRunsOwnerCode(Relation rel, Oid statement_role);
+// Whether converting between types `from` and `to` (either way) calls a
+// cast function that is not built in.
+bool CastRunsOwnerCode(Oid from, Oid to);
 
 // storage.cpp: raises the error of a locked row's write that did not happen
 // (a BEFORE ROW trigger returned NULL, or a rule or policy hid the row):

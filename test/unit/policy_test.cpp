@@ -111,3 +111,32 @@ TEST(ShadowGrant, GrantedWithoutRetryKeepingTheRest) {
 
 }  // namespace
 }  // namespace ratelimit
+
+namespace ratelimit {
+namespace {
+
+using namespace testing_support;  // NOLINT(build/namespaces)
+
+// An owner's config without maxReserved reserves at most one period's
+// refill (rate), whatever its capacity; an explicit one is kept.
+TEST(OwnerBounded, ReservesAtMostOnePeriod) {
+  LimitConfig burst = WithCapacity(TokenBucket(1, kHour), 100);
+  LimitConfig bounded = OwnerBounded(burst);
+  EXPECT_TRUE(bounded.has_max_reserved);
+  EXPECT_EQ(bounded.max_reserved, 1);
+  EXPECT_EQ(MostGrantable(bounded, true), 101);
+  EXPECT_EQ(OwnerBounded(WithMaxReserved(burst, 500)).max_reserved, 500);
+  EXPECT_FALSE(OwnerBounded(SlidingWindow(5, kMinute)).has_max_reserved);
+}
+
+// Whether a count can never be granted, reserving or not.
+TEST(NeverGrantable, CountsAboveWhatOneCallCanTake) {
+  LimitConfig c = TokenBucket(10, kMinute);
+  EXPECT_FALSE(NeverGrantable(c, Take(10)));
+  EXPECT_TRUE(NeverGrantable(c, Take(10.5)));
+  EXPECT_FALSE(NeverGrantable(WithMaxReserved(c, 5), Reserve(15)));
+  EXPECT_TRUE(NeverGrantable(WithMaxReserved(c, 5), Reserve(15.5)));
+}
+
+}  // namespace
+}  // namespace ratelimit
