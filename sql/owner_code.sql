@@ -229,6 +229,19 @@ SELECT count(*) FILTER (WHERE ok) AS granted_after_tz FROM generate_series(1, 3)
 SET TimeZone = 'UTC';
 ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamptz;
 
+-- A nondeterministic collation on the key would make two keys one row
+-- (and let ratelimit_limit_all, which tells rows apart by their bytes,
+-- take one row's tokens twice): every call is refused with 0A000.
+-- (In a transaction rolled back: other tests' keys collide under it.)
+CREATE COLLATION public.case_insensitive (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+BEGIN;
+DELETE FROM ratelimit_state;
+ALTER TABLE ratelimit_state ALTER COLUMN key TYPE text COLLATE public.case_insensitive;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'existing') $$);
+ROLLBACK;
+DROP COLLATION public.case_insensitive;
+SELECT ok FROM ratelimit_limit('oc', 'existing');
+
 -- A state column changed to a built-in type the owner converts with casts
 -- of its own (here ts as epoch microseconds): the statements' conversions
 -- would run the owner's cast functions as the owner, so a role without the
@@ -262,6 +275,9 @@ INSERT INTO public.state_child (name, key, shard, value, ts, prev)
   SELECT name, key, shard, value, ts, prev FROM ratelimit_state WHERE name = 'oc' AND key = 'existing';
 SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'existing') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_check('oc', 'existing') $$);
+-- ... also when a config change locks the key's rows (where 1,025 such
+-- rows once overran a fixed array and crashed the backend).
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc', '{"kind": "token bucket", "rate": 200, "period": "1 hour"}') $$);
 DROP TABLE public.state_child;
 SELECT ok FROM ratelimit_limit('oc', 'existing');
 

@@ -30,7 +30,7 @@ SELECT private.ratelimit_define('api_per_user', '{"kind": "token bucket", "rate"
 SELECT private.ratelimit_define('api_per_ip',   '{"kind": "sliding window", "rate": 4, "period": "1 minute"}');
 
 CREATE FUNCTION private.limit_request() RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = private, pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = private, pg_catalog, pg_temp AS $$
 DECLARE
   headers jsonb := coalesce(nullif(current_setting('request.headers', true), ''), '{}')::jsonb;
   claims  jsonb := coalesce(nullif(current_setting('request.jwt.claims', true), ''), '{}')::jsonb;

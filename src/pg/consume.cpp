@@ -52,12 +52,27 @@ LimitId ShardId(const LimitId& id, int shard) {
   return shard_id;
 }
 
+// The state a call decides on: StateForKind's, and under a config of the
+// owner's no deficit deeper than that config allows. A reservation made
+// under a caller's inline config before the owner defined the name (even in
+// a transaction still open while the definition was made, whose row the
+// definition could not see) never holds the owner's limit longer than the
+// owner's bound.
+LimitState LiveFor(const LimitCall& call, const StoredState& stored, Micros now) {
+  LimitState state = StateForKind(stored, call.config.kind, now);
+  if (!call.owner_config || !state.exists || call.config.kind == ratelimit::Kind::kSlidingWindow)
+    return state;
+  double floor =
+      -ratelimit::MaxDeficit(call.config.shards > 1 ? ratelimit::ShardConfig(call.config) : call.config);
+  if (state.value < floor) state.value = floor;
+  return state;
+}
+
 // ---- one row ------------------------------------------------------------
 
 Decision DecideNow(const LimitCall& call, const StoredState& stored) {
   Micros now = ClockNow();
-  return ratelimit::Decide(call.config, StateForKind(stored, call.config.kind, now), now, call.origin,
-                           call.request);
+  return ratelimit::Decide(call.config, LiveFor(call, stored, now), now, call.origin, call.request);
 }
 
 // Stores a granted decision: insert for a new row, else update if the row is
@@ -147,7 +162,7 @@ void WriteShards(const LimitCall& call, const ShardInput* inputs, const ItemPoin
 void ReadShard(const LimitCall& call, int shard, ShardInput* out, StoredState* stored = nullptr) {
   StoredState read = ReadState(ShardId(call.id, shard), ReadMode::kUnlocked);
   out->shard = shard;
-  out->state = StateForKind(read, call.config.kind, ClockNow());
+  out->state = LiveFor(call, read, ClockNow());
   if (stored != nullptr) *stored = read;
 }
 
@@ -170,7 +185,7 @@ bool LockShard(const LimitCall& call, int shard, bool wait, ShardInput* out, Ite
   bool locked = wait ? LockOrCreateCountingWait(call, id, initial, true, &stored)
                      : LockOrCreateRow(id, initial, false, true, &stored);
   out->shard = shard;
-  out->state = StateForKind(stored, call.config.kind, ClockNow());
+  out->state = LiveFor(call, stored, ClockNow());
   *tid = stored.tid;
   return locked;
 }
@@ -342,7 +357,7 @@ ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
   ReadAllShards(call.id, lock, shards, stored);
   ShardInput* all = static_cast<ShardInput*>(palloc(sizeof(ShardInput) * shards));
   Micros now = ClockNow();
-  for (int i = 0; i < shards; ++i) all[i] = ShardInput{i, StateForKind(stored[i], call.config.kind, now)};
+  for (int i = 0; i < shards; ++i) all[i] = ShardInput{i, LiveFor(call, stored[i], now)};
   pfree(stored);
   return all;
 }
@@ -542,8 +557,7 @@ bool LockedAllStep(void* context) {
     if (RefreshConfig(&step->calls[i])) step->config_changed = true;
   if (step->config_changed) return false;  // decided again under the configs now in force
   Micros now = ClockNow();
-  for (int i = 0; i < distinct; ++i)
-    rows[i].current = StateForKind(rows[i].stored, rows[i].call->config.kind, now);
+  for (int i = 0; i < distinct; ++i) rows[i].current = LiveFor(*rows[i].call, rows[i].stored, now);
   bool all_ok = true;
   for (int i = 0; i < step->count; ++i) {
     step->out[i] = DecideEntryLocked(step->calls[i], step->entries[i], rows, now);
@@ -586,9 +600,8 @@ Decision Check(const LimitCall& call) {
 ratelimit::Reading CurrentValue(const LimitCall& call) {
   if (call.config.shards <= 1) {
     Micros now = ClockNow();
-    return ratelimit::ValueAt(call.config,
-                              StateForKind(ReadState(call.id, ReadMode::kUnlocked), call.config.kind, now),
-                              now, call.origin);
+    return ratelimit::ValueAt(call.config, LiveFor(call, ReadState(call.id, ReadMode::kUnlocked), now), now,
+                              call.origin);
   }
   ShardInput* all = ReadDenseShards(call, false);
   return ratelimit::TotalValueAt(ratelimit::ShardConfig(call.config), all, call.config.shards, ClockNow(),
@@ -602,8 +615,8 @@ Decision RefundTokens(LimitCall* call, double amount) {
       StoredState stored = LockRowCountingWait(*call);
       if (RefreshConfig(call)) continue;  // changed while this call waited: the rows are locked anyway
       Micros now = ClockNow();
-      Decision decision = ratelimit::Refund(call->config, StateForKind(stored, call->config.kind, now), now,
-                                            call->origin, amount);
+      Decision decision =
+          ratelimit::Refund(call->config, LiveFor(*call, stored, now), now, call->origin, amount);
       if (stored.state.exists)
         UpdateLockedState(call->id, &stored.tid, WriteOf(*call, decision.next, decision.full_at));
       return decision;

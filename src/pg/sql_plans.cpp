@@ -32,8 +32,7 @@ namespace ratelimit_pg {
 namespace {
 
 // Parameters: $1 name, $2 key, $3 shard, $4..$7 new state (value, ts,
-// prev, idle_at), $8..$10 expected state (value, ts, prev), $11 ctid. In the
-// templates {schema} is the quoted schema, {key_match} the key test,
+// prev, idle_at). In the templates {schema} is the quoted schema, {key_match} the key test,
 // {key_value} the key value and {conflict} the conflict target of the key
 // variant; {idle_*} write idle_at where the installed schema has it. Values
 // are read with casts, so an owner's change of a column's type is converted
@@ -44,8 +43,8 @@ struct StatementSpec {
   const char* sql;
 };
 
-const Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,        FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID,
-                              TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, TIDOID};
+const Oid kStateArgTypes[] = {TEXTOID,        TEXTOID,   INT2OID,       FLOAT8OID,
+                              TIMESTAMPTZOID, FLOAT8OID, TIMESTAMPTZOID};
 const Oid kDefinitionArgTypes[] = {TEXTOID, JSONBOID};
 const Oid kCleanupArgTypes[] = {TIMESTAMPTZOID};
 const Oid kOverrideArgTypes[] = {TEXTOID, TEXTOID, JSONBOID};
@@ -75,14 +74,6 @@ const StatementSpec kSpecs[] = {
     {7, kStateArgTypes,
      "INSERT INTO {schema}.ratelimit_state (name, key, shard, value, ts, prev{idle_cols})"
      " VALUES ($1, {key_value}, $3, $4, $5, $6{idle_vals})"},
-    // kUpdateIfUnchanged: by ctid (a TID scan, no index descent), if the row
-    // is still what was read. Under EvalPlanQual the value/ts/prev equalities
-    // are rechecked on the newest version, so a concurrent change (or a
-    // delete) makes this update 0 rows.
-    {11, kStateArgTypes,
-     "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
-     " WHERE ctid = $11 AND name = $1 AND {key_match} AND shard = $3"
-     " AND value = $8 AND ts = $9 AND prev IS NOT DISTINCT FROM $10"},
     // kUpdateLocked
     {7, kStateArgTypes,
      "UPDATE {schema}.ratelimit_state SET value = $4, ts = $5, prev = $6{idle_set}"
@@ -320,7 +311,6 @@ CmdType CommandOf(Statement statement) {
     case Statement::kInsert:
     case Statement::kInsertPlain:
       return CMD_INSERT;
-    case Statement::kUpdateIfUnchanged:
     case Statement::kUpdateLocked:
       return CMD_UPDATE;
     case Statement::kRemove:

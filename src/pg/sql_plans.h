@@ -18,7 +18,6 @@ enum class Statement {
   kLockSkipLocked,
   kInsert,
   kInsertPlain,
-  kUpdateIfUnchanged,
   kUpdateLocked,
   kReadAll,
   kLockAll,

@@ -120,17 +120,6 @@ bool RowExistsLatestSql(const LimitId& id) {
   return exists;
 }
 
-bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row) {
-  Datum values[11];
-  char nulls[11];
-  FillWriteParams(id, row, values, nulls);
-  FillStateParams(expected.state, expected.prev_is_null, values + 7, nulls + 7);
-  values[10] = PointerGetDatum(&expected.tid);
-  nulls[10] = ' ';
-  ExecuteStatement(Statement::kUpdateIfUnchanged, NullKey(id), values, nulls, SPI_OK_UPDATE, 0);
-  return SPI_processed == 1;
-}
-
 void UpdateLockedSql(const LimitId& id, const RowWrite& row) {
   Datum values[7];
   char nulls[7];

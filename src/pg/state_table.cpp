@@ -10,6 +10,7 @@
 // arrived (as RangeVarGetRelidExtended does), and the probe indexes' shape
 // is checked again after any invalidation of the table or the indexes.
 #include <cstring>
+#include <initializer_list>
 
 #include "state_table.h"
 
@@ -56,6 +57,7 @@ struct ProbeIndexes {
   bool checked;
   Oid keyed;
   Oid null_key;
+  bool deterministic;  // name and key compare by their bytes
 };
 ProbeIndexes probe_indexes;
 
@@ -159,13 +161,25 @@ Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool nul
   return ok ? relid : InvalidOid;
 }
 
+// Whether the name and key columns compare by their bytes, as the calls'
+// canonical order and duplicate detection (ratelimit_limit_all) assume: a
+// nondeterministic collation would make two keys one row.
+bool DeterministicIdentity(Relation rel, const StateColumns& c) {
+  for (AttrNumber attnum : {c.name, c.key}) {
+    if (attnum == InvalidAttrNumber) continue;
+    Oid collation = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attcollation;
+    if (OidIsValid(collation) && !get_collation_isdeterministic(collation)) return false;
+  }
+  return true;
+}
+
 // The probe indexes of the (locked) table: remembered from an earlier step
 // unless an invalidation of the table or the indexes arrived since.
 ProbeIndexes FindProbeIndexes(Relation rel, const StateColumns& c) {
   if (probe_indexes.checked) return probe_indexes;
   uint64 invalidations = SharedInvalidMessageCounter;
   ProbeIndexes found{true, CheckedIndex(rel, kKeyedIndexName, c, false),
-                     CheckedIndex(rel, kNullKeyIndexName, c, true)};
+                     CheckedIndex(rel, kNullKeyIndexName, c, true), DeterministicIdentity(rel, c)};
   // Opening the second index may have processed an invalidation of the
   // first: remember the result only if no invalidation arrived meanwhile.
   if (invalidations == SharedInvalidMessageCounter) probe_indexes = found;
@@ -397,6 +411,13 @@ StateTable OpenStateTable(LOCKMODE mode) {
   table.rel = table_open(LockStateTable(mode), NoLock);
   table.columns = FindColumns(table.rel);
   ProbeIndexes indexes = FindProbeIndexes(table.rel, table.columns);
+  if (!indexes.deterministic)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("ratelimit: the name and key columns of ratelimit_state must use a deterministic "
+                           "collation"),
+                    errdetail("Limits are told apart by the bytes of their name and key; a nondeterministic "
+                              "collation would make two of them one row."),
+                    errhint("ALTER TABLE ratelimit_state ALTER COLUMN ... TYPE text COLLATE \"C\".")));
   table.keyed_index = indexes.keyed;
   table.null_key_index = indexes.null_key;
   Form_pg_class form = table.rel->rd_rel;

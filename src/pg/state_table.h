@@ -116,7 +116,6 @@ bool RowExistsLatestSql(const LimitId& id);
 bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict);
 // DELETE of every row of (name, key); whether any was deleted.
 bool DeleteStatesSql(const LimitId& id);
-bool UpdateIfUnchangedSql(const LimitId& id, const StoredState& expected, const RowWrite& row);
 void UpdateLockedSql(const LimitId& id, const RowWrite& row);
 
 }  // namespace ratelimit_pg

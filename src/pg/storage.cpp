@@ -65,11 +65,16 @@ StoredState ReadState(const LimitId& id, ReadMode mode) {
   return out;
 }
 
+// Through SQL there is no optimistic update: an UPDATE whose recheck fails
+// after waiting for a concurrent writer still keeps the lock it took on the
+// newest version (EvalPlanQual), and the call may then refuse. So the SQL
+// path always decides under the row lock, in the subtransaction that
+// releases it on a refusal.
 bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row) {
+  (void)id;
   StateTable table = OpenStateTable(RowExclusiveLock);
-  bool updated = table.direct_write && ItemPointerIsValid(&expected.tid)
-                     ? UpdateRowDirect(table, expected.tid, row, false)
-                     : UpdateIfUnchangedSql(id, expected, row);
+  bool updated = table.direct_write && ItemPointerIsValid(&expected.tid) &&
+                 UpdateRowDirect(table, expected.tid, row, false);
   CloseStateTable(&table);
   return updated;
 }
