@@ -177,13 +177,11 @@ void AddRow(SPITupleTable* table, uint64 row, KeyRows* rows) {
   if (shard < 0 || shard >= ratelimit::kMaxShards) return;
   // Rows come ordered by shard: one shard twice is a duplicate (only an
   // inheritance child can hold one), which would also overrun the group.
-  if (rows->count > 0 && rows->shard[rows->count - 1] == shard)
-    ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
-                    errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
-                           EchoLength(rows->id.name, rows->id.name_len), rows->id.name, shard),
-                    errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
-                              "shard as ratelimit_state or another child; a limit has one row per shard."),
-                    errhint("Remove the duplicate row, or the inheritance.")));
+  if (rows->count > 0 && rows->shard[rows->count - 1] == shard) {
+    LimitId shard_id = rows->id;
+    shard_id.shard = shard;
+    RaiseDuplicateRows(shard_id);
+  }
   StoredState stored = StoredStateFromValues(value, ts, prev, prev_is_null);
   bool idle_is_null = true;
   Datum idle_at = SPI_getbinval(tuple, table->tupdesc, 6, &idle_is_null);

@@ -65,18 +65,6 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   return out;
 }
 
-// Raises the error of a statement that found more than one row of one
-// limit's shard: only a table inheriting from ratelimit_state can hold a
-// second one (the unique indexes cover ratelimit_state's own rows).
-[[noreturn]] void RaiseDuplicateRows(const LimitId& id) {
-  ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
-                  errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
-                         EchoLength(id.name, id.name_len), id.name, id.shard),
-                  errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
-                            "shard as ratelimit_state or another child; a limit has one row per shard."),
-                  errhint("Remove the duplicate row, or the inheritance.")));
-  pg_unreachable();
-}
 
 // The one row a read statement returned, or no row.
 StoredState SingleRow(const LimitId& id) {
@@ -99,6 +87,19 @@ StoredState RunRead(const LimitId& id, Statement statement) {
 }
 
 }  // namespace
+
+// Raises the error of a statement that found more than one row of one
+// limit's shard: only a table inheriting from ratelimit_state can hold a
+// second one (the unique indexes cover ratelimit_state's own rows).
+void RaiseDuplicateRows(const LimitId& id) {
+  ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
+                  errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
+                         EchoLength(id.name, id.name_len), id.name, id.shard),
+                  errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
+                            "shard as ratelimit_state or another child; a limit has one row per shard."),
+                  errhint("Remove the duplicate row, or the inheritance.")));
+  pg_unreachable();
+}
 
 // A row SKIP LOCKED passed over reads as busy: SQL cannot tell it from no
 // row, so a second, unlocked read tells.

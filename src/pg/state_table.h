@@ -107,6 +107,9 @@ bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite&
 int DeleteRowsDirect(const StateTable& table, const LimitId& id);
 
 // state_sql.cpp: the same steps through the extension's saved SQL plans.
+// Raises 21000 for a second row of one limit's shard (only a table
+// inheriting from ratelimit_state can hold one).
+[[noreturn]] void RaiseDuplicateRows(const LimitId& id);
 StoredState ReadStateSql(const LimitId& id, ReadMode mode);
 // Whether the row exists in the latest committed state (or this
 // transaction's), whatever the transaction's snapshot sees.
