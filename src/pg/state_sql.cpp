@@ -65,7 +65,6 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   return out;
 }
 
-
 // The one row a read statement returned, or no row.
 StoredState SingleRow(const LimitId& id) {
   if (SPI_processed > 1) RaiseDuplicateRows(id);
