@@ -36,7 +36,7 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('lockout-burst', 'victim', count =>
 SELECT ok, retry_after FROM ratelimit_limit('lockout-burst', 'victim', count => 101, reserve => true);
 RESET ROLE;
 -- A deficit a caller reserved under an inline config before the owner
--- defined the name is cut to the owner's bound by the definition.
+-- defined the name is read within the owner's bound once it is defined.
 SELECT ok FROM ratelimit_limit('lockout-early', 'alice',
   '{"kind": "token bucket", "rate": 10, "period": "1 hour"}', count => 876000, reserve => true);
 SELECT value FROM ratelimit_value('lockout-early', 'alice', '{"kind": "token bucket", "rate": 10, "period": "1 hour"}');

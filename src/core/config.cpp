@@ -145,12 +145,18 @@ Status ValidateAmount(double count) noexcept {
   return Invalid("Count must be a number from 0 to 1e300.", "count must be a number between 0 and 1e300");
 }
 
-Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept {
+Status ValidateRequestForm(const LimitConfig& config, const Request& request) noexcept {
   Status amount = ValidateAmount(request.count);
   if (!amount.ok()) return amount;
   if (request.reserve && config.kind == Kind::kSlidingWindow)
     return Invalid("Only token bucket and fixed window limits can reserve.",
                    "reserve does not apply to kind \"sliding window\"");
+  return Status{};
+}
+
+Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept {
+  Status form = ValidateRequestForm(config, request);
+  if (!form.ok()) return form;
   if (!CanEverGrant(config, request)) {
     double most = MostGrantable(config, request.reserve);
     return Invalid(request.reserve

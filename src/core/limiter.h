@@ -113,6 +113,9 @@ Status ValidateAmount(double count) noexcept;
 // Checks a request against a valid config: count finite and >= 0, reserve
 // allowed for the kind, and count able to succeed at all.
 Status ValidateRequest(const LimitConfig& config, const Request& request) noexcept;
+// ValidateRequest's checks but the last: what a request must be in every
+// mode (a shadow limit answers a count that can never succeed instead).
+Status ValidateRequestForm(const LimitConfig& config, const Request& request) noexcept;
 
 // The largest count one call can ever be granted (capacity, plus
 // maxReserved when reserving); for a sharded limit, what two shards hold.

@@ -75,6 +75,13 @@ LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
   return bounded;
 }
 
+LimitState WithinMaxDeficit(const LimitConfig& config, const LimitState& state) noexcept {
+  if (!state.exists || config.kind == Kind::kSlidingWindow) return state;
+  LimitState bounded = state;
+  bounded.value = std::max(state.value, -MaxDeficit(config));
+  return bounded;
+}
+
 bool NeverGrantable(const LimitConfig& config, const Request& request) noexcept {
   return request.count > MostGrantable(config, request.reserve);
 }

@@ -54,6 +54,13 @@ StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfi
 // than about one period by reserving; an explicit maxReserved is kept.
 LimitConfig OwnerBounded(const LimitConfig& config) noexcept;
 
+// A row's state read under `config` (one row's config: a shard's share
+// when sharded): no deficit deeper than the config allows (MaxDeficit). A
+// reservation made under another config (a caller's inline one before the
+// owner defined the name) never holds the limit longer than this config's
+// bound. No row, and sliding windows (which never reserve), are unchanged.
+LimitState WithinMaxDeficit(const LimitConfig& config, const LimitState& state) noexcept;
+
 // Whether a valid request can never be granted under `config` (its count
 // exceeds what one call can ever take: MostGrantable).
 bool NeverGrantable(const LimitConfig& config, const Request& request) noexcept;

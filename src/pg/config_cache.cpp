@@ -157,13 +157,11 @@ void CompleteLimitCall(LimitCall* call) {
   ResolveConfig(call);
   const LimitConfig& config = call->config;
   const Request& request = call->request;
-  ratelimit::Status status = ratelimit::ValidateRequest(config, request);
+  RaiseIfInvalid(ratelimit::ValidateRequestForm(config, request));
   // In shadow mode a count that can never fit is a refusal like any other:
   // answered ok and counted, never an error that breaks the request.
-  call->never_fits = !status.ok() && config.shadow && ratelimit::ValidateAmount(request.count).ok() &&
-                     !(request.reserve && config.kind == ratelimit::Kind::kSlidingWindow) &&
-                     ratelimit::NeverGrantable(config, request);
-  if (!call->never_fits) RaiseIfInvalid(status);
+  call->never_fits = config.shadow && ratelimit::NeverGrantable(config, request);
+  if (!call->never_fits) RaiseIfInvalid(ratelimit::ValidateRequest(config, request));
   call->origin =
       ratelimit::WindowOrigin(config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
 }

@@ -96,31 +96,12 @@ void SpreadRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig&
   pfree(inputs);
 }
 
-// Rows written under a config that is not known (inline configs only)
-// stay, but no deficit deeper than the owner's limit allows survives: a
-// reservation a caller made before the name was defined (or overridden)
-// cannot lock the owner's limit out.
-void BoundDeficits(const KeyRows& rows, const LimitConfig& to, Micros now) {
-  LimitConfig row = RowConfig(ratelimit::OwnerBounded(to));
-  double floor = -ratelimit::MaxDeficit(row);
-  Micros origin = ratelimit::WindowOrigin(to, rows.id.name, rows.id.name_len, rows.id.key, rows.id.key_len);
-  for (int i = 0; i < rows.count; ++i) {
-    LimitState live = StateForKind(rows.stored[i], to.kind, now);
-    if (!live.exists || live.value >= floor) continue;
-    live.value = floor;
-    Decision settled = ratelimit::Refund(row, live, now, origin, 0);
-    LimitId shard_id = rows.id;
-    shard_id.shard = rows.shard[i];
-    UpdateLockedState(shard_id, nullptr, TaggedRow(to, settled.next, settled.full_at));
-  }
-}
-
 void ApplyToKey(const KeyRows& rows, const LimitConfig* from, const LimitConfig& to, Micros now) {
   if (rows.count == 0) return;
   if (KindChanges(rows, from, to)) {
     DeleteStates(rows.id);
   } else if (from == nullptr) {
-    BoundDeficits(rows, to, now);  // the config they were written under is not known: they stay
+    return;  // the config they were written under is not known: they stay (read within the new bounds)
   } else if (from->shards == to.shards) {
     CarryRows(rows, *from, to, now);
   } else {

@@ -60,12 +60,9 @@ LimitId ShardId(const LimitId& id, int shard) {
 // owner's bound.
 LimitState LiveFor(const LimitCall& call, const StoredState& stored, Micros now) {
   LimitState state = StateForKind(stored, call.config.kind, now);
-  if (!call.owner_config || !state.exists || call.config.kind == ratelimit::Kind::kSlidingWindow)
-    return state;
-  double floor =
-      -ratelimit::MaxDeficit(call.config.shards > 1 ? ratelimit::ShardConfig(call.config) : call.config);
-  if (state.value < floor) state.value = floor;
-  return state;
+  if (!call.owner_config) return state;
+  return ratelimit::WithinMaxDeficit(
+      call.config.shards > 1 ? ratelimit::ShardConfig(call.config) : call.config, state);
 }
 
 // ---- one row ------------------------------------------------------------
@@ -80,7 +77,7 @@ Decision DecideNow(const LimitCall& call, const StoredState& stored) {
 bool WriteIfUnchanged(const LimitCall& call, const StoredState& stored, const Decision& decision) {
   RowWrite row = WriteOf(call, decision.next, decision.full_at);
   if (!stored.state.exists) return InsertState(call.id, row);
-  return UpdateStateIfUnchanged(call.id, stored, row);
+  return UpdateStateIfUnchanged(stored, row);
 }
 
 // How a step that may have waited ended: decided, or the call's config
@@ -250,8 +247,7 @@ bool TakeFromOneUnchanged(const LimitCall& call, const ShardInput fast[2], const
   ShardDecision decision = DecideShardsNow(call, &fast[preferred], 1);
   const ratelimit::ShardWrite& write = decision.writes[0];
   if (!decision.summary.ok || !write.write ||
-      !UpdateStateIfUnchanged(ShardId(call.id, fast[preferred].shard), stored[preferred],
-                              WriteOf(call, write.next, write.full_at)))
+      !UpdateStateIfUnchanged(stored[preferred], WriteOf(call, write.next, write.full_at)))
     return false;
   ShardInput after[2] = {ShardInput{fast[preferred].shard, write.next}, fast[1 - preferred]};
   *out = decision.summary;

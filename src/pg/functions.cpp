@@ -299,12 +299,15 @@ void PutStatusRow(const StatusRow& row, void* context) {
   values[1] = PointerGetDatum(row.id.key_text);
   values[2] = Int16GetDatum(static_cast<int16>(row.id.shard));
   if (row.config != nullptr) {
-    LimitConfig config;
-    InlineConfig(row.config, &config);
+    LimitConfig parsed;
+    InlineConfig(row.config, &parsed);
+    // The owner's config, as calls apply it (ResolveConfig).
+    LimitConfig config = ratelimit::OwnerBounded(parsed);
     LimitConfig per_row = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
-    LimitState state = StateForKind(row.stored, config.kind, status->now);
+    LimitState state =
+        ratelimit::WithinMaxDeficit(per_row, StateForKind(row.stored, config.kind, status->now));
     values[4] = Float8GetDatum(ratelimit::ValueAt(per_row, state, status->now, origin).value + 0.0);
     nulls[3] = nulls[4] = false;
   }

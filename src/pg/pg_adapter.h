@@ -129,7 +129,7 @@ bool InsertState(const LimitId& id, const RowWrite& row);
 bool LockOrCreateRow(const LimitId& id, const RowWrite& initial, bool wait, bool announce, StoredState* out);
 // Updates the row version that was read (expected.tid) if it is still the
 // newest; false if another transaction changed or deleted it meanwhile.
-bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row);
+bool UpdateStateIfUnchanged(const StoredState& expected, const RowWrite& row);
 // Updates a row this transaction has locked; tid (may be nullptr) is where
 // the locked version is.
 void UpdateLockedState(const LimitId& id, const ItemPointerData* tid, const RowWrite& row);

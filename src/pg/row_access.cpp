@@ -351,7 +351,13 @@ bool InsertSpeculatively(RowWriter* w, TupleTableSlot* slot, Oid arbiter) {
   }
 }
 
-[[noreturn]] void RaiseIdentityChanged();
+// Raises 27000 for a write whose BEFORE ROW trigger changed the identity.
+[[noreturn]] void RaiseIdentityChanged() {
+  ereport(ERROR,
+          (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+           errmsg("ratelimit: a trigger changed the name, key or shard of a state row"),
+           errhint("Triggers on ratelimit_state must not change the name, key or shard of its rows.")));
+}
 
 // Whether a text column of the slot holds exactly these bytes (nullptr: NULL).
 bool TextColumnIs(TupleTableSlot* slot, AttrNumber attnum, const char* bytes, int len) {
@@ -392,13 +398,6 @@ void RequireUnchangedIdentity(const StateTable& table, TupleTableSlot* old_slot,
   }
   id.shard = DatumGetInt16(slot_getattr(old_slot, c.shard, &isnull));
   RequireSameIdentity(table, new_slot, id);
-}
-
-[[noreturn]] void RaiseIdentityChanged() {
-  ereport(ERROR,
-          (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
-           errmsg("ratelimit: a trigger changed the name, key or shard of a state row"),
-           errhint("Triggers on ratelimit_state must not change the name, key or shard of its rows.")));
 }
 
 bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {

@@ -70,8 +70,7 @@ StoredState ReadState(const LimitId& id, ReadMode mode) {
 // newest version (EvalPlanQual), and the call may then refuse. So the SQL
 // path always decides under the row lock, in the subtransaction that
 // releases it on a refusal.
-bool UpdateStateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row) {
-  (void)id;
+bool UpdateStateIfUnchanged(const StoredState& expected, const RowWrite& row) {
   StateTable table = OpenStateTable(RowExclusiveLock);
   bool updated = table.direct_write && ItemPointerIsValid(&expected.tid) &&
                  UpdateRowDirect(table, expected.tid, row, false);

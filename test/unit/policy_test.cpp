@@ -129,6 +129,17 @@ TEST(OwnerBounded, ReservesAtMostOnePeriod) {
   EXPECT_FALSE(OwnerBounded(SlidingWindow(5, kMinute)).has_max_reserved);
 }
 
+// A deficit deeper than the config allows reads as the deepest it allows;
+// anything else, and sliding windows, are unchanged.
+TEST(WithinMaxDeficit, CutsOnlyDeeperDeficits) {
+  LimitConfig c = WithMaxReserved(TokenBucket(10, kHour), 10);
+  EXPECT_EQ(WithinMaxDeficit(c, Stored(-875990, kT0)).value, -10);
+  EXPECT_EQ(WithinMaxDeficit(c, Stored(-4, kT0)).value, -4);
+  EXPECT_EQ(WithinMaxDeficit(c, Stored(7, kT0)).value, 7);
+  EXPECT_FALSE(WithinMaxDeficit(c, Missing()).exists);
+  EXPECT_EQ(WithinMaxDeficit(SlidingWindow(5, kMinute), Stored(3, kW0, 2)).value, 3);
+}
+
 // Whether a count can never be granted, reserving or not.
 TEST(NeverGrantable, CountsAboveWhatOneCallCanTake) {
   LimitConfig c = TokenBucket(10, kMinute);
