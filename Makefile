@@ -5,31 +5,8 @@
 # ratelimit_proxy: the router side over PL/Proxy (SQL only, no library).
 EXTENSION = ratelimit ratelimit_proxy
 MODULE_big = ratelimit
-OBJS = src/core/config.o \
-       src/core/policy.o \
-       src/core/headers.o \
-       src/core/limiter.o \
-       src/core/primitives.o \
-       src/core/shards.o \
-       src/pg/clock.o \
-       src/pg/config_cache.o \
-       src/pg/config_changes.o \
-       src/pg/stored_kind.o \
-       src/pg/config_json.o \
-       src/pg/consume.o \
-       src/pg/definitions.o \
-       src/pg/errors.o \
-       src/pg/functions.o \
-       src/pg/headers.o \
-       src/pg/limits_json.o \
-       src/pg/overrides.o \
-       src/pg/row_access.o \
-       src/pg/sql_plans.o \
-       src/pg/state_sql.o \
-       src/pg/state_table.o \
-       src/pg/stats.o \
-       src/pg/storage.o \
-       src/pg/subtransaction.o
+# Every source file of the core and the adapter (one module per file).
+OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard src/core/*.cpp src/pg/*.cpp)))
 DATA = $(wildcard sql/ratelimit--*.sql) $(wildcard sql/ratelimit_proxy--*.sql)
 
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--% sql/ratelimit_proxy--%,$(sort $(wildcard sql/*.sql))))

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "limiter.h"
+#include "config.h"
 #include "primitives.h"
 #include "shards.h"
 

@@ -3,6 +3,7 @@
 // row will hold enough. Single-row decisions (limiter.cpp) and sharded
 // decisions (shards.cpp) are both built from these and from nothing else.
 #include "primitives.h"
+#include "row.h"
 
 #include <algorithm>
 #include <cmath>

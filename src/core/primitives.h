@@ -1,11 +1,12 @@
 // Per-row building blocks shared by single-row, sharded and refund decisions
 // (defined in primitives.cpp, which also defines the public per-row helpers
-// Capacity, MaxDeficit and InitialState declared in limiter.h). Internal to
-// src/core: limiter.cpp and shards.cpp both build on this and on nothing else.
+// of row.h). Internal to src/core: limiter.cpp and shards.cpp both build on
+// this and on nothing else.
 #pragma once
 
 #include "core_guard.h"
-#include "limiter.h"
+#include "row.h"
+#include "types.h"
 
 namespace ratelimit {
 namespace detail {

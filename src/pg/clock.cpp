@@ -1,5 +1,5 @@
 // The clock: clock_timestamp(), or the frozen ratelimit.now for tests.
-#include "pg_adapter.h"
+#include "clock.h"
 
 extern "C" {
 #include "utils/builtins.h"

@@ -4,16 +4,23 @@
 // Inline configs are keyed by their jsonb bytes (jsonb is normalised: equal
 // documents have equal bytes). Named configs (and names without one) are
 // keyed by name and carry the definitions generation they were read in
-// (definitions.cpp): any change to the definition table makes every
-// backend's named entries stale. ResolveConfig puts a call's config
-// together: override, inline, definition.
+// (catalog.h): any change to the definition table makes every backend's
+// named entries stale. ResolveConfig puts a call's config together:
+// override, inline, definition.
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "config_cache.h"
+
+#include "catalog.h"
+#include "config_json.h"
+#include "definitions.h"
+#include "errors.h"
+#include "overrides.h"
 #include "policy.h"
 
 extern "C" {
 #include "common/hashfn.h"
+#include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 }
@@ -122,12 +129,22 @@ namespace {
 // Changes whenever a definition or an override changes (both only grow).
 uint64 ConfigGeneration() { return DefinitionsGeneration() + OverridesGeneration(); }
 
+// Lock, then look: the lock a SELECT takes on the definition and override
+// tables (held to the transaction's end) is taken before the generations
+// are read, so a change committed before it is seen; one committed by
+// another session since this transaction took them is seen through the
+// invalidations accepted after.
+void LockConfigTables() {
+  LockRelationOid(DefinitionTableOid(), AccessShareLock);
+  Oid overrides = OverrideTableOid();
+  if (OidIsValid(overrides)) LockRelationOid(overrides, AccessShareLock);
+  AcceptInvalidationMessages();
+}
+
 }  // namespace
 
 void ResolveConfig(LimitCall* call) {
-  // A change committed by another session since this transaction's last
-  // lock is seen by this call (its relcache invalidation is processed now).
-  AcceptInvalidationMessages();
+  LockConfigTables();
   call->generation = ConfigGeneration();
   LimitConfig defined;
   bool has_definition = NamedConfig(call->id, &defined);

@@ -9,10 +9,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "config_changes.h"
+
+#include "catalog.h"
+#include "clock.h"
+#include "limits_json.h"
 #include "policy.h"
+#include "row_codec.h"
+#include "shards.h"
 #include "sql_plans.h"
 #include "state_table.h"
+#include "table_storage.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -43,14 +50,14 @@ void InsertCarried(const LimitId& id, const LimitConfig& to, const LimitState& s
   LimitConfig row = RowConfig(to);
   Micros origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
   Decision settled = ratelimit::Refund(row, state, now, origin, 0);
-  InsertState(id, TaggedRow(to, settled.next, settled.full_at));
+  TableStorage().insert(id, TaggedRow(to, settled.next, settled.full_at));
 }
 
 // Whether the key's rows must be reset: one was written by another kind.
 bool KindChanges(const KeyRows& rows, const LimitConfig* from, const LimitConfig& to) {
   if (from != nullptr && from->kind != to.kind) return true;
   for (int i = 0; i < rows.count; ++i)
-    if (!StoredKindFits(StoredKindOf(rows.stored[i]), to.kind)) return true;
+    if (!StoredKindFits(rows.stored[i].kind, to.kind)) return true;
   return false;
 }
 
@@ -65,7 +72,7 @@ void CarryRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig& 
                                                        StateForKind(rows.stored[i], from.kind, now), now);
     LimitId shard_id = id;
     shard_id.shard = rows.shard[i];
-    UpdateLockedState(shard_id, nullptr, TaggedRow(to, carried.state, carried.idle_at));
+    TableStorage().update_locked(shard_id, nullptr, TaggedRow(to, carried.state, carried.idle_at));
   }
 }
 
@@ -86,7 +93,7 @@ void SpreadRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig&
   double total = ratelimit::TotalValueAt(RowConfig(from), inputs, from.shards, now, from_origin).value;
   LimitConfig row = RowConfig(to);
   double level = std::min(total / to.shards, ratelimit::Capacity(row));
-  DeleteStates(id);
+  TableStorage().delete_limit(id);
   if (level >= ratelimit::Capacity(row)) return;  // full: the same as no rows
   for (int shard = 0; shard < to.shards; ++shard) {
     LimitId shard_id = id;
@@ -99,7 +106,7 @@ void SpreadRows(const KeyRows& rows, const LimitConfig& from, const LimitConfig&
 void ApplyToKey(const KeyRows& rows, const LimitConfig* from, const LimitConfig& to, Micros now) {
   if (rows.count == 0) return;
   if (KindChanges(rows, from, to)) {
-    DeleteStates(rows.id);
+    TableStorage().delete_limit(rows.id);
   } else if (from == nullptr) {
     return;  // the config they were written under is not known: they stay (read within the new bounds)
   } else if (from->shards == to.shards) {
@@ -163,7 +170,7 @@ void AddRow(SPITupleTable* table, uint64 row, KeyRows* rows) {
     shard_id.shard = shard;
     RaiseDuplicateRows(shard_id);
   }
-  StoredState stored = StoredStateFromValues(value, ts, prev, prev_is_null);
+  StoredState stored = StoredStateFromValues(value, ts, prev, prev_is_null, RowKindsTagged());
   bool idle_is_null = true;
   Datum idle_at = SPI_getbinval(tuple, table->tupdesc, 6, &idle_is_null);
   stored.has_idle_at = !idle_is_null;
@@ -183,7 +190,7 @@ void LockOverrideChanges() {
   LockRelationOid(table, ShareRowExclusiveLock);
 }
 
-void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
+void ApplyConfigChangeToTable(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
   if (to == nullptr || (from != nullptr && ratelimit::SameLimit(*from, *to))) return;
   uint64 count = 0;
   SPITupleTable* table = LockRows(name, key, &count);

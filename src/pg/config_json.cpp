@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "config_json.h"
+
+#include "clock.h"
+#include "errors.h"
 #include "sql_plans.h"
 
 extern "C" {

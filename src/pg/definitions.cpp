@@ -1,41 +1,13 @@
-// Named limits: the rows of ratelimit_definition, and the invalidation that
-// tells every backend's config cache (config_cache.cpp) that they changed.
-// Any change to the table, through ratelimit_define/undefine or direct DML
-// (its statement trigger), sends a relcache invalidation of the table; each
-// backend counts them as a generation its cached named configs must match.
-#include "sql_plans.h"
-#include "state_table.h"
+// Named limits: the rows of ratelimit_definition. Any change to the table,
+// through ratelimit_define/undefine or direct DML (its statement trigger),
+// sends a relcache invalidation of the table, which moves the definitions
+// generation (catalog.h) that config_cache.cpp's named entries carry.
+#include "definitions.h"
 
-extern "C" {
-#include "utils/inval.h"
-}
+#include "config_json.h"
+#include "sql_plans.h"
 
 namespace ratelimit_pg {
-namespace {
-
-uint64 generation = 1;
-Oid watched_table = InvalidOid;
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  if (relid == InvalidOid || relid == watched_table) ++generation;
-}
-
-}  // namespace
-
-void RegisterDefinitionsInvalidation() { CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0); }
-
-uint64 DefinitionsGeneration() {
-  Oid table = DefinitionTableOid();
-  if (table != watched_table) {  // first use, or the extension was re-created
-    watched_table = table;
-    ++generation;
-  }
-  return generation;
-}
-
-void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(DefinitionTableOid()); }
-
 bool LookupDefinedConfig(text* name, LimitConfig* config) {
   Datum values[1] = {PointerGetDatum(name)};
   char nulls[1] = {' '};

@@ -1,5 +1,8 @@
 // Core statuses and refusals turned into PostgreSQL errors.
-#include "pg_adapter.h"
+#include "errors.h"
+
+#include "clock.h"
+#include "http_headers.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

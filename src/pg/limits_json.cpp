@@ -3,7 +3,10 @@
 // check every name and key passes, from SQL arguments or JSON alike.
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "limits_json.h"
+
+#include "config_json.h"
+#include "errors.h"
 
 extern "C" {
 #include "utils/builtins.h"

@@ -16,9 +16,11 @@
 // in a REPEATABLE READ transaction.
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "overrides.h"
+
+#include "catalog.h"
+#include "config_json.h"
 #include "sql_plans.h"
-#include "state_table.h"
 
 extern "C" {
 #include "common/hashfn.h"
@@ -31,23 +33,10 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr const char* kOverrideTableName = "ratelimit_override";
 // More overrides than this: every call looks its key up.
 constexpr int kMaxTrackedOverrides = 65536;
 constexpr int kKeySlots = 256;               // direct-mapped; a collision replaces
 constexpr int kMaxCachedIdBytes = 2 * 1024;  // longer (name, key) pairs are looked up every time
-
-uint64 generation = 1;
-Oid override_table = InvalidOid;
-Oid table_namespace = InvalidOid;  // the schema override_table was looked up in
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  if (relid == InvalidOid || relid == override_table) {
-    ++generation;
-    override_table = InvalidOid;
-  }
-}
 
 // ---- the set of names with any override ---------------------------------
 
@@ -184,27 +173,9 @@ void RememberKey(const LimitId& id, uint64 current, bool has_override, const Lim
 
 }  // namespace
 
-void RegisterOverridesInvalidation() { CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0); }
-
-Oid OverrideTableOid() {
-  Oid schema = StorageNamespace();
-  if (OidIsValid(override_table) && schema == table_namespace) return override_table;
-  // Absent before ALTER EXTENSION UPDATE to 0.5.0: looked up again each
-  // time (a negative syscache entry), so the update is seen at once.
-  override_table = get_relname_relid(kOverrideTableName, schema);
-  table_namespace = schema;
-  if (OidIsValid(override_table)) ++generation;  // found anew: nothing cached may predate it
-  return override_table;
-}
-
-uint64 OverridesGeneration() {
-  OverrideTableOid();
-  return generation;
-}
-
 bool LookupOverride(const LimitId& id, LimitConfig* out) {
   if (id.key_text == nullptr || !OidIsValid(OverrideTableOid())) return false;
-  uint64 current = generation;
+  uint64 current = OverridesGeneration();
   if (names.generation != current) LoadNames(current);
   if (!names.all &&
       (!InSet(id.name, id.name_len, nullptr, 0) || !InSet(id.name, id.name_len, id.key, id.key_len)))
@@ -246,7 +217,5 @@ bool DeleteOverride(text* name, text* key) {
   ExecuteStatement(Statement::kOverrideDelete, false, values, nulls, SPI_OK_DELETE, 0);
   return SPI_processed > 0;
 }
-
-void InvalidateOverrides() { CacheInvalidateRelcacheByRelid(OverrideTableOid()); }
 
 }  // namespace ratelimit_pg

@@ -10,8 +10,11 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "sql_plans.h"
-#include "state_table.h"
+#include "row_access.h"
+
+#include "catalog.h"
+#include "clock.h"
+#include "row_codec.h"
 
 extern "C" {
 #include "access/relscan.h"
@@ -104,14 +107,14 @@ StoredState StoredStateFromSlot(TupleTableSlot* slot, const StateColumns& c) {
   Datum value = slot_getattr(slot, c.value, &isnull);
   Datum ts = slot_getattr(slot, c.ts, &isnull);
   Datum prev = slot_getattr(slot, c.prev, &prev_is_null);
-  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null, RowKindsTagged());
   if (c.idle_at != InvalidAttrNumber) {
     bool idle_is_null = true;
     Datum idle_at = slot_getattr(slot, c.idle_at, &idle_is_null);
     out.has_idle_at = !idle_is_null;
     if (!idle_is_null) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
   }
-  ItemPointerCopy(&slot->tts_tid, &out.tid);
+  ItemPointerCopy(&slot->tts_tid, &out.version.tid);
   return out;
 }
 
@@ -417,9 +420,7 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
   CommandCounterIncrement();
   Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
   RowScan rs = BeginRowScan(table, id, snapshot);
-  StoredState out{};
-  out.prev_is_null = true;
-  ItemPointerSetInvalid(&out.tid);
+  StoredState out = NoStoredRow();
   if (index_getnext_slot(rs.scan, ForwardScanDirection, rs.slot)) {
     ItemPointerData tid = rs.slot->tts_tid;
     LockResult lock = mode == ReadMode::kUnlocked ? LockResult::kLocked

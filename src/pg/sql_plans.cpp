@@ -4,14 +4,15 @@
 // Every query is schema-qualified and parameterised; the schema is the one
 // the called function lives in.
 //
-// Which text a plan is prepared from depends on two facts: the schema's
-// name and whether the state table has idle_at (0.1.0 does not: a newer
-// library must work until ALTER EXTENSION UPDATE). They are checked again
-// after any invalidation of the state table or of a schema; the plans'
-// own validity (DDL on the tables) is the plan cache's business.
+// Which text a plan is prepared from depends on the schema facts of
+// catalog.h (the schema's name, whether the state table has idle_at); the
+// plans are freed whenever those facts change. The plans' own validity
+// (DDL on the tables) is the plan cache's business.
 #include <cstring>
 
 #include "sql_plans.h"
+
+#include "catalog.h"
 #include "state_table.h"
 
 extern "C" {
@@ -119,31 +120,12 @@ static_assert(sizeof kSpecs / sizeof kSpecs[0] == static_cast<int>(Statement::kC
 
 #undef RATELIMIT_STATE_COLUMNS
 
-// The facts the plans' text was made from, and the plans: [statement][0]
-// for a given key, [statement][1] for the NULL key.
-struct PlanFacts {
-  Oid namespace_oid;
-  char schema[NAMEDATALEN];
-  Oid state_table;
-  bool has_idle_at;
-};
-PlanFacts prepared{};
-bool facts_checked = false;
+// The plans: [statement][0] for a given key, [statement][1] for the NULL
+// key, prepared for the schema facts of version plans_version.
 SPIPlanPtr plans[static_cast<int>(Statement::kCount)][2];
+uint64 plans_version = 0;
 // The role SQL statements run as: the called function's owner (SetSqlRole).
 Oid sql_role = InvalidOid;
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  if (relid == InvalidOid || relid == prepared.state_table) facts_checked = false;
-}
-
-void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
-  (void)arg;
-  (void)cacheid;
-  (void)hashvalue;
-  facts_checked = false;
-}
 
 constexpr const char* kPinnedSearchPath = "pg_catalog, pg_temp";
 
@@ -185,30 +167,22 @@ void FreePlans() {
     }
 }
 
-// Checks the facts the plans were made from; a change frees them all.
-void CheckPlanFacts() {
-  Oid namespace_oid = StorageNamespace();
-  if (facts_checked && namespace_oid == prepared.namespace_oid) return;
-  PlanFacts now{};
-  now.namespace_oid = namespace_oid;
-  const char* schema = get_namespace_name(namespace_oid);
-  if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", namespace_oid);
-  strlcpy(now.schema, schema, sizeof now.schema);
-  now.state_table = StateTableOid();
-  now.has_idle_at = get_attnum(now.state_table, "idle_at") != InvalidAttrNumber;
-  if (now.namespace_oid != prepared.namespace_oid || std::strcmp(now.schema, prepared.schema) != 0 ||
-      now.state_table != prepared.state_table || now.has_idle_at != prepared.has_idle_at) {
+// The schema facts the plans are made from; a change frees them all.
+const SchemaFacts& CheckPlanFacts() {
+  const SchemaFacts& facts = CurrentSchemaFacts();
+  if (facts.version != plans_version) {
     FreePlans();
-    prepared = now;
+    plans_version = facts.version;
   }
-  facts_checked = true;
+  return facts;
 }
 
 // Prepares one statement (in the SQL scope, so it is parsed as the owner
 // with the pinned search_path) and keeps it for the backend's life.
 SPIPlanPtr KeepPlan(Statement statement, bool null_key) {
   const StatementSpec& spec = kSpecs[static_cast<int>(statement)];
-  char* sql = ExpandTemplate(spec.sql, quote_identifier(prepared.schema), null_key, prepared.has_idle_at);
+  const SchemaFacts& facts = CurrentSchemaFacts();
+  char* sql = ExpandTemplate(spec.sql, quote_identifier(facts.schema), null_key, facts.has_idle_at);
   SqlScope scope = EnterSqlScope();
   SPIPlanPtr plan = SPI_prepare(sql, spec.nargs, const_cast<Oid*>(spec.argtypes));
   LeaveSqlScope(scope);
@@ -219,11 +193,6 @@ SPIPlanPtr KeepPlan(Statement statement, bool null_key) {
 }
 
 }  // namespace
-
-void RegisterSqlPlansInvalidation() {
-  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
-  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
-}
 
 Oid SetSqlRole(Oid role) {
   Oid previous = sql_role;
@@ -329,8 +298,7 @@ void LeaveSqlScope(const SqlScope& scope) {
 }
 
 bool HasStatement(Statement statement) {
-  CheckPlanFacts();
-  return statement != Statement::kCleanup || prepared.has_idle_at;
+  return statement != Statement::kCleanup || CheckPlanFacts().has_idle_at;
 }
 
 void ExecuteStatement(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
@@ -368,14 +336,8 @@ void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, c
   if (rc != expected) elog(ERROR, "ratelimit: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
 }
 
-bool StateHasIdleAt() {
-  CheckPlanFacts();
-  return prepared.has_idle_at;
-}
+bool StateHasIdleAt() { return CheckPlanFacts().has_idle_at; }
 
-const char* QuotedSchema() {
-  CheckPlanFacts();
-  return quote_identifier(prepared.schema);
-}
+const char* QuotedSchema() { return quote_identifier(CheckPlanFacts().schema); }
 
 }  // namespace ratelimit_pg

@@ -2,7 +2,7 @@
 // they run in (the called function's owner, search_path pinned).
 #pragma once
 
-#include "pg_adapter.h"
+#include "limit_call.h"
 
 extern "C" {
 #include "executor/spi.h"
@@ -34,7 +34,6 @@ enum class Statement {
 };
 constexpr int kStateStatementCount = static_cast<int>(Statement::kDefinitionLookup);
 
-void RegisterSqlPlansInvalidation();
 // Sets the role SQL statements run as (the called function's owner);
 // returns the previous one.
 Oid SetSqlRole(Oid role);

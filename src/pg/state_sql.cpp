@@ -3,8 +3,12 @@
 // read/lock/update steps when the state table is not as installed (see
 // state_table.cpp), so that rules, row security or a changed column type
 // are applied by PostgreSQL.
+#include "state_sql.h"
+
+#include "catalog.h"
+#include "clock.h"
+#include "row_codec.h"
 #include "sql_plans.h"
-#include "state_table.h"
 
 extern "C" {
 #include "utils/builtins.h"
@@ -53,7 +57,7 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   Datum value = SPI_getbinval(tuple, desc, first, &isnull);
   Datum ts = SPI_getbinval(tuple, desc, first + 1, &isnull);
   Datum prev = SPI_getbinval(tuple, desc, first + 2, &prev_is_null);
-  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null);
+  StoredState out = StoredStateFromValues(value, ts, prev, prev_is_null, RowKindsTagged());
   bool idle_is_null = true;
   Datum idle_at = SPI_getbinval(tuple, desc, first + (with_tid ? 4 : 3), &idle_is_null);
   out.has_idle_at = !idle_is_null;
@@ -61,15 +65,14 @@ StoredState StoredStateFromRow(uint64 row, int first, bool with_tid) {
   if (with_tid)
     ItemPointerCopy(
         reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))),
-        &out.tid);
+        &out.version.tid);
   return out;
 }
 
 // The one row a read statement returned, or no row.
 StoredState SingleRow(const LimitId& id) {
   if (SPI_processed > 1) RaiseDuplicateRows(id);
-  StoredState out{};
-  out.prev_is_null = true;
+  StoredState out = NoStoredRow();
   if (SPI_processed == 1) out = StoredStateFromRow(0, 1, true);
   SPI_freetuptable(SPI_tuptable);
   return out;
@@ -86,19 +89,6 @@ StoredState RunRead(const LimitId& id, Statement statement) {
 }
 
 }  // namespace
-
-// Raises the error of a statement that found more than one row of one
-// limit's shard: only a table inheriting from ratelimit_state can hold a
-// second one (the unique indexes cover ratelimit_state's own rows).
-void RaiseDuplicateRows(const LimitId& id) {
-  ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
-                  errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
-                         EchoLength(id.name, id.name_len), id.name, id.shard),
-                  errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
-                            "shard as ratelimit_state or another child; a limit has one row per shard."),
-                  errhint("Remove the duplicate row, or the inheritance.")));
-  pg_unreachable();
-}
 
 // A row SKIP LOCKED passed over reads as busy: SQL cannot tell it from no
 // row, so a second, unlocked read tells.
@@ -138,11 +128,8 @@ bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict) {
   return SPI_processed == 1;
 }
 
-int ReadAllShards(const LimitId& id, bool lock, int shards, StoredState* out) {
-  for (int i = 0; i < shards; ++i) {
-    out[i] = StoredState{};
-    out[i].prev_is_null = true;
-  }
+int ReadAllShardsSql(const LimitId& id, bool lock, int shards, StoredState* out) {
+  for (int i = 0; i < shards; ++i) out[i] = NoStoredRow();
   Datum values[3];
   char nulls[3];
   FillIdParams(id, 0, values, nulls);
@@ -175,7 +162,7 @@ bool DeleteStatesSql(const LimitId& id) {
   return SPI_processed > 0;
 }
 
-int64 DeleteIdleStates(Micros now) {
+int64 DeleteIdleStatesSql(Micros now) {
   Datum values[1] = {TimestampTzGetDatum(TimestamptzFromUnix(now))};
   char nulls[1] = {' '};
   ExecuteStatement(Statement::kCleanup, false, values, nulls, SPI_OK_DELETE, 0);
@@ -184,7 +171,7 @@ int64 DeleteIdleStates(Micros now) {
 
 // Every state row with its definition's config, in (name, key, shard) order.
 // A cursor fetches a batch at a time, so a big table is never all in memory.
-void ScanStatusRows(StatusRowSink sink, void* context) {
+void ScanStatusRowsSql(StatusRowSink sink, void* context) {
   RequireOwnerCodeSafe(CMD_SELECT);
   RequireLookupSafe(DefinitionTableOid());
   RequireLookupSafe(OverrideTableOid());
@@ -228,9 +215,6 @@ void ScanStatusRows(StatusRowSink sink, void* context) {
       }
       out.id.shard = DatumGetInt16(SPI_getbinval(tuple, desc, 3, &isnull));
       out.stored = StoredStateFromRow(row, 4, false);
-      Datum idle_at = SPI_getbinval(tuple, desc, 7, &isnull);
-      out.has_idle_at = !isnull;
-      if (!isnull) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
       Datum config = SPI_getbinval(tuple, desc, 8, &isnull);
       out.config = isnull ? nullptr : DatumGetJsonbP(config);
       sink(out, context);

@@ -5,14 +5,19 @@
 // reads or writes: the columns and their types, the unique indexes it
 // probes, rules, row security and the kind of relation.
 //
-// Only relation oids are remembered across calls, as hints: a name's oid is
-// checked again after the lock whenever an invalidation of that relation
-// arrived (as RangeVarGetRelidExtended does), and the probe indexes' shape
-// is checked again after any invalidation of the table or the indexes.
+// The relation's oid is a hint (catalog.h), checked again after the lock
+// whenever an invalidation of that relation arrived (as
+// RangeVarGetRelidExtended does). What is derived from the locked table
+// (its columns, the probe indexes' shape, what the table allows) is kept
+// for the state table generation it was derived in: any invalidation of
+// the table or the indexes moves it, so the next step derives it again.
 #include <cstring>
 #include <initializer_list>
 
 #include "state_table.h"
+
+#include "catalog.h"
+#include "errors.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -41,49 +46,8 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr const char* kStateTableName = "ratelimit_state";
-constexpr const char* kDefinitionTableName = "ratelimit_definition";
 constexpr const char* kKeyedIndexName = "ratelimit_state_name_key_shard";
 constexpr const char* kNullKeyIndexName = "ratelimit_state_global";
-
-Oid storage_namespace = InvalidOid;
-// Hints, cleared by an invalidation of the relation (or of the schema).
-Oid state_table = InvalidOid;
-Oid definition_table = InvalidOid;
-
-// The probe indexes found and checked after a lock on state_table; valid
-// until an invalidation of the table or either index arrives.
-struct ProbeIndexes {
-  bool checked;
-  Oid keyed;
-  Oid null_key;
-  bool deterministic;  // name and key compare by their bytes
-};
-ProbeIndexes probe_indexes;
-
-void OnRelcacheInvalidation(Datum arg, Oid relid) {
-  (void)arg;
-  bool all = relid == InvalidOid;
-  if (all || relid == state_table || relid == probe_indexes.keyed || relid == probe_indexes.null_key)
-    probe_indexes.checked = false;
-  if (all || relid == state_table) state_table = InvalidOid;
-  if (all || relid == definition_table) definition_table = InvalidOid;
-}
-
-void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
-  (void)arg;
-  (void)cacheid;
-  (void)hashvalue;
-  state_table = definition_table = InvalidOid;
-  probe_indexes.checked = false;
-}
-
-Oid RequireRelation(const char* name) {
-  if (!OidIsValid(storage_namespace)) elog(ERROR, "ratelimit: storage is not prepared");
-  Oid relid = get_relname_relid(name, storage_namespace);
-  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: relation %s not found; reinstall the extension", name);
-  return relid;
-}
 
 // The attribute numbers of the state table's columns, from its descriptor.
 StateColumns FindColumns(Relation rel) {
@@ -150,7 +114,7 @@ bool IndexAsInstalled(Relation rel, Relation index, const AttrNumber* columns, i
 // The oid of the index called `name` if it is one of `rel`'s and as
 // installed; InvalidOid otherwise.
 Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
-  Oid relid = get_relname_relid(name, storage_namespace);
+  Oid relid = get_relname_relid(name, ExtensionNamespace());
   if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_INDEX) return InvalidOid;
   Relation index = index_open(relid, AccessShareLock);
   AttrNumber keyed[] = {c.name, c.key, c.shard};
@@ -171,19 +135,6 @@ bool DeterministicIdentity(Relation rel, const StateColumns& c) {
     if (OidIsValid(collation) && !get_collation_isdeterministic(collation)) return false;
   }
   return true;
-}
-
-// The probe indexes of the (locked) table: remembered from an earlier step
-// unless an invalidation of the table or the indexes arrived since.
-ProbeIndexes FindProbeIndexes(Relation rel, const StateColumns& c) {
-  if (probe_indexes.checked) return probe_indexes;
-  uint64 invalidations = SharedInvalidMessageCounter;
-  ProbeIndexes found{true, CheckedIndex(rel, kKeyedIndexName, c, false),
-                     CheckedIndex(rel, kNullKeyIndexName, c, true), DeterministicIdentity(rel, c)};
-  // Opening the second index may have processed an invalidation of the
-  // first: remember the result only if no invalidation arrived meanwhile.
-  if (invalidations == SharedInvalidMessageCounter) probe_indexes = found;
-  return found;
 }
 
 // Whether an UPDATE of the table fires statement-level triggers or fills
@@ -375,66 +326,112 @@ Oid LockStateTable(LOCKMODE mode) {
   for (;;) {
     Oid relid = StateTableOid();
     LockRelationOid(relid, mode);
-    if (state_table == relid || StateTableOid() == relid) return relid;
+    if (StateTableOid() == relid) return relid;
     UnlockRelationOid(relid, mode);
   }
 }
 
 }  // namespace
 
-void RegisterStateTableInvalidation() {
-  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
-  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
+namespace {
+
+// What a step derives from the locked table, and the generation (catalog.h)
+// it was derived in.
+struct TableShape {
+  uint64 generation;  // 0: none
+  Oid relid;
+  StateColumns columns;
+  Oid keyed_index;
+  Oid null_key_index;
+  bool deterministic;  // name and key compare by their bytes
+  bool direct_read;
+  bool direct_write;
+  bool direct_insert;
+  bool direct_delete;
+};
+TableShape shape{};
+
+TableShape DeriveShape(Relation rel) {
+  TableShape found{};
+  found.relid = RelationGetRelid(rel);
+  found.columns = FindColumns(rel);
+  const StateColumns& c = found.columns;
+  found.keyed_index = CheckedIndex(rel, kKeyedIndexName, c, false);
+  found.null_key_index = CheckedIndex(rel, kNullKeyIndexName, c, true);
+  found.deterministic = DeterministicIdentity(rel, c);
+  Form_pg_class form = rel->rd_rel;
+  // Row security and inheritance children change what an SQL statement on
+  // the table sees; a probe of the table's own index would not.
+  found.direct_read = ColumnTypesAsInstalled(rel, c) && OidIsValid(found.keyed_index) &&
+                      OidIsValid(found.null_key_index) && !form->relrowsecurity && !form->relhassubclass;
+  found.direct_write = found.direct_read && form->relkind == RELKIND_RELATION && rel->rd_rules == nullptr &&
+                       !HasStatementLevelUpdateTriggers(rel);
+  found.direct_insert = found.direct_write && !HasStatementLevelInsertTriggers(rel);
+  found.direct_delete = found.direct_write && !HasStatementLevelDeleteTriggers(rel);
+  return found;
 }
 
-void SetStorageNamespace(Oid extension_namespace) {
-  if (extension_namespace == storage_namespace) return;
-  storage_namespace = extension_namespace;
-  state_table = definition_table = InvalidOid;
-  probe_indexes.checked = false;
+// The shape of the (locked) table: derived in an earlier step unless an
+// invalidation of the table or the probe indexes arrived since.
+const TableShape& ShapeOf(Relation rel) {
+  uint64 generation = StateTableGeneration();
+  if (shape.generation == generation && shape.relid == RelationGetRelid(rel)) return shape;
+  TableShape found = DeriveShape(rel);
+  WatchProbeIndexes(found.keyed_index, found.null_key_index);
+  // Opening the indexes may have processed an invalidation: remember the
+  // shape only if none arrived meanwhile (the next step derives it again).
+  found.generation = StateTableGeneration() == generation ? generation : 0;
+  shape = found;
+  return shape;
 }
 
-Oid StorageNamespace() { return storage_namespace; }
-
-Oid StateTableOid() {
-  if (!OidIsValid(state_table)) state_table = RequireRelation(kStateTableName);
-  return state_table;
-}
-
-Oid DefinitionTableOid() {
-  if (!OidIsValid(definition_table)) definition_table = RequireRelation(kDefinitionTableName);
-  return definition_table;
-}
+}  // namespace
 
 StateTable OpenStateTable(LOCKMODE mode) {
   StateTable table{};
   table.rel = table_open(LockStateTable(mode), NoLock);
-  table.columns = FindColumns(table.rel);
-  ProbeIndexes indexes = FindProbeIndexes(table.rel, table.columns);
-  if (!indexes.deterministic)
+  const TableShape& found = ShapeOf(table.rel);
+  if (!found.deterministic)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("ratelimit: the name and key columns of ratelimit_state must use a deterministic "
                            "collation"),
                     errdetail("Limits are told apart by the bytes of their name and key; a nondeterministic "
                               "collation would make two of them one row."),
                     errhint("ALTER TABLE ratelimit_state ALTER COLUMN ... TYPE text COLLATE \"C\".")));
-  table.keyed_index = indexes.keyed;
-  table.null_key_index = indexes.null_key;
-  Form_pg_class form = table.rel->rd_rel;
-  // Row security and inheritance children change what an SQL statement on
-  // the table sees; a probe of the table's own index would not.
-  table.direct_read = ColumnTypesAsInstalled(table.rel, table.columns) && OidIsValid(table.keyed_index) &&
-                      OidIsValid(table.null_key_index) && !form->relrowsecurity && !form->relhassubclass;
-  table.direct_write = table.direct_read && form->relkind == RELKIND_RELATION &&
-                       table.rel->rd_rules == nullptr && !HasStatementLevelUpdateTriggers(table.rel);
-  table.direct_insert = table.direct_write && !HasStatementLevelInsertTriggers(table.rel);
-  table.direct_delete = table.direct_write && !HasStatementLevelDeleteTriggers(table.rel);
+  table.columns = found.columns;
+  table.keyed_index = found.keyed_index;
+  table.null_key_index = found.null_key_index;
+  table.direct_read = found.direct_read;
+  table.direct_write = found.direct_write;
+  table.direct_insert = found.direct_insert;
+  table.direct_delete = found.direct_delete;
   return table;
 }
 
 void CloseStateTable(StateTable* table) {
   table_close(table->rel, NoLock);
   table->rel = nullptr;
+}
+
+void RaiseWriteSkipped() {
+  ereport(ERROR,
+          (errcode(ERRCODE_TRIGGERED_DATA_CHANGE_VIOLATION),
+           errmsg("ratelimit: the write of a locked state row did not happen"),
+           errdetail("A trigger, rule or row security policy on ratelimit_state skipped or hid the row."),
+           errhint("Triggers on ratelimit_state must return NEW for its rows.")));
+  pg_unreachable();
+}
+
+// Only a table inheriting from ratelimit_state can hold a second row of one
+// limit's shard (the unique indexes cover ratelimit_state's own rows).
+void RaiseDuplicateRows(const LimitId& id) {
+  ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
+                  errmsg("ratelimit: more than one state row for rate limit \"%.*s\" shard %d",
+                         EchoLength(id.name, id.name_len), id.name, id.shard),
+                  errdetail("A table inheriting from ratelimit_state holds a row of the same name, key and "
+                            "shard as ratelimit_state or another child; a limit has one row per shard."),
+                  errhint("Remove the duplicate row, or the inheritance.")));
+  pg_unreachable();
 }
 
 }  // namespace ratelimit_pg

@@ -1,9 +1,12 @@
-// The state table as one step of a call sees it, and the ways a step reads
-// or writes it: directly (row_access.cpp) or through SQL (state_sql.cpp).
-// Internal to the storage files; consume.cpp uses pg_adapter.h's API.
+// The table storage's view of ratelimit_state (state_table.cpp): what one
+// step of a call may do with the table, derived after the step has taken
+// its lock on it (lock, then look), and whether an SQL statement on it
+// would run code the owner added. Internal to the table storage
+// (table_storage.cpp, row_access.cpp, state_sql.cpp, config_changes.cpp)
+// and sql_plans.cpp.
 #pragma once
 
-#include "pg_adapter.h"
+#include "storage.h"
 
 extern "C" {
 #include "nodes/nodes.h"
@@ -66,59 +69,20 @@ bool ReadRunsOwnerCode(Relation rel, Oid statement_role);
 // cast function that is not built in.
 bool CastRunsOwnerCode(Oid from, Oid to);
 
-// storage.cpp: raises the error of a locked row's write that did not happen
-// (a BEFORE ROW trigger returned NULL, or a rule or policy hid the row):
-// the decision cannot be stored, so the call must not answer.
-[[noreturn]] void RaiseWriteSkipped();
-// storage.cpp: a stored state from the datums of value, ts and prev.
-StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null);
-
-// state_table.cpp: finds the extension's relations in its schema.
-void RegisterStateTableInvalidation();
-// The schema the called function lives in; set by each call before it
-// touches storage (ConnectStorage).
-void SetStorageNamespace(Oid extension_namespace);
-Oid StorageNamespace();
-// The state table's oid, looked up by name in the extension's schema
-// (raises if it is missing); no lock is taken.
-Oid StateTableOid();
-// ratelimit_definition's oid, likewise.
-Oid DefinitionTableOid();
-// Opens and locks the state table in `mode`, then looks at it.
+// Opens and locks the state table in `mode`, then looks at it. What does
+// not change between calls (columns, probe indexes, what the table allows)
+// is derived once per state table generation (catalog.h), which any
+// invalidation of the table or its indexes moves.
 StateTable OpenStateTable(LOCKMODE mode);
 // Ends a step: the relation is closed, its lock kept until the transaction ends.
 void CloseStateTable(StateTable* table);
 
-// row_access.cpp: rows read, locked and written without SQL, through the
-// index and table access methods and the executor's per-row pieces.
-StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode);
-// Updates the row version at *tid, keeping its other columns. locked: this
-// transaction holds the row lock (else the update succeeds only if that
-// version is still the newest; false when it is not).
-bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked);
-
-// Inserts the row unless one of its (name, key, shard) exists, as INSERT
-// ... ON CONFLICT DO NOTHING would; false if it existed. A BEFORE ROW
-// trigger that skips it raises (RaiseWriteSkipped).
-bool InsertRowDirect(const StateTable& table, const LimitId& id, const RowWrite& row);
-
-// Deletes every row of (name, key) (all shards) as DELETE would; returns
-// how many were locked for it (a BEFORE trigger may still skip one).
-int DeleteRowsDirect(const StateTable& table, const LimitId& id);
-
-// state_sql.cpp: the same steps through the extension's saved SQL plans.
+// Raises the error of a locked row's write that did not happen (a BEFORE
+// ROW trigger returned NULL, or a rule or policy hid the row): the decision
+// cannot be stored, so the call must not answer.
+[[noreturn]] void RaiseWriteSkipped();
 // Raises 21000 for a second row of one limit's shard (only a table
 // inheriting from ratelimit_state can hold one).
 [[noreturn]] void RaiseDuplicateRows(const LimitId& id);
-StoredState ReadStateSql(const LimitId& id, ReadMode mode);
-// Whether the row exists in the latest committed state (or this
-// transaction's), whatever the transaction's snapshot sees.
-bool RowExistsLatestSql(const LimitId& id);
-// INSERT ... ON CONFLICT DO NOTHING, or (on_conflict false, for a table
-// with rules) a plain INSERT; whether a row was inserted.
-bool InsertStateSql(const LimitId& id, const RowWrite& row, bool on_conflict);
-// DELETE of every row of (name, key); whether any was deleted.
-bool DeleteStatesSql(const LimitId& id);
-void UpdateLockedSql(const LimitId& id, const RowWrite& row);
 
 }  // namespace ratelimit_pg

@@ -28,7 +28,10 @@
 // definition cannot be looked up.
 #include <cstring>
 
-#include "pg_adapter.h"
+#include "stats.h"
+
+#include "clock.h"
+#include "errors.h"
 
 extern "C" {
 #include "common/hashfn.h"

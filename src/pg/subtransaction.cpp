@@ -5,9 +5,11 @@
 // is PL/pgSQL's exception block (exec_stmt_block): an error inside rolls
 // the subtransaction back before it is raised again, so an enclosing
 // handler finds the subtransaction stack as it left it.
-#include "pg_adapter.h"
+#include "subtransaction.h"
 
 extern "C" {
+#include "postgres.h"
+
 #include "access/xact.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"

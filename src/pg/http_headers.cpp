@@ -2,7 +2,7 @@
 // numbers (headers.h), for ratelimit_headers() and PostgREST errors.
 #include "headers.h"
 
-#include "pg_adapter.h"
+#include "http_headers.h"
 
 extern "C" {
 #include "lib/stringinfo.h"

@@ -4,8 +4,14 @@
 // window's, -2 a token bucket's or fixed window's written before 0.5.0 (the
 // update to 0.5.0 marks the rows of names it cannot tell), and any other
 // value a sliding window's previous-window count (never negative).
-#include "pg_adapter.h"
+#include "row_codec.h"
+
+#include "clock.h"
 #include "policy.h"
+
+extern "C" {
+#include "utils/timestamp.h"
+}
 
 namespace ratelimit_pg {
 namespace {
@@ -13,16 +19,30 @@ namespace {
 constexpr double kFixedWindowTag = -1;
 constexpr double kEitherTag = -2;
 
+StoredKind KindOfPrev(bool prev_is_null, double prev, bool kinds_tagged) {
+  // Before ALTER EXTENSION UPDATE to 0.5.0 a fixed window's row has a NULL prev too.
+  if (prev_is_null) return kinds_tagged ? StoredKind::kTokenBucket : StoredKind::kTokenBucketOrFixedWindow;
+  if (prev == kFixedWindowTag) return StoredKind::kFixedWindow;
+  if (prev == kEitherTag) return StoredKind::kTokenBucketOrFixedWindow;
+  return StoredKind::kSlidingWindow;
+}
+
 }  // namespace
 
-StoredKind StoredKindOf(const StoredState& stored) {
-  if (stored.prev_is_null)
-    // Before ALTER EXTENSION UPDATE to 0.5.0 (no override table yet) a fixed
-    // window's row has a NULL prev too.
-    return OidIsValid(OverrideTableOid()) ? StoredKind::kTokenBucket : StoredKind::kTokenBucketOrFixedWindow;
-  if (stored.state.prev == kFixedWindowTag) return StoredKind::kFixedWindow;
-  if (stored.state.prev == kEitherTag) return StoredKind::kTokenBucketOrFixedWindow;
-  return StoredKind::kSlidingWindow;
+StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null, bool kinds_tagged) {
+  StoredState out{};
+  out.state.exists = true;
+  out.state.value = DatumGetFloat8(value);
+  out.state.ts = UnixFromTimestamptz(DatumGetTimestampTz(ts));
+  out.state.prev = prev_is_null ? 0 : DatumGetFloat8(prev);
+  out.kind = KindOfPrev(prev_is_null, out.state.prev, kinds_tagged);
+  return out;
+}
+
+StoredState NoStoredRow() {
+  StoredState out{};
+  ItemPointerSetInvalid(&out.version.tid);
+  return out;
 }
 
 bool StoredKindFits(StoredKind stored, ratelimit::Kind kind) {
@@ -41,7 +61,7 @@ bool StoredKindFits(StoredKind stored, ratelimit::Kind kind) {
 
 LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind, Micros now) {
   if (!stored.state.exists) return stored.state;
-  if (!StoredKindFits(StoredKindOf(stored), kind)) return LimitState{};  // another algorithm's row
+  if (!StoredKindFits(stored.kind, kind)) return LimitState{};  // another algorithm's row
   return ratelimit::LiveState(stored.state, stored.has_idle_at, stored.idle_at, now);
 }
 

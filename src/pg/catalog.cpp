@@ -1,0 +1,197 @@
+// The catalog state of catalog.h and its one invalidation path.
+#include <cstring>
+
+#include "catalog.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_proc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+constexpr const char* kStateTableName = "ratelimit_state";
+constexpr const char* kDefinitionTableName = "ratelimit_definition";
+constexpr const char* kOverrideTableName = "ratelimit_override";
+constexpr int kFunctionFactSlots = 16;  // direct-mapped by oid
+
+struct CatalogState {
+  Oid namespace_oid;
+  // Relation hints, cleared by an invalidation of the relation or a schema.
+  Oid state_table;
+  Oid definition_table;
+  bool override_looked_up;  // override_table is known (InvalidOid: absent)
+  Oid override_table;
+  Oid keyed_index;
+  Oid null_key_index;
+  uint64 state_generation;
+  bool facts_valid;
+  SchemaFacts facts;
+  // The tables the generations count invalidations of.
+  Oid watched_definitions;
+  Oid watched_overrides;
+  uint64 definitions_generation;
+  uint64 overrides_generation;
+  FunctionFacts functions[kFunctionFactSlots];
+};
+
+CatalogState catalog{};
+
+// Forgets every relation hint: the schema changed, or was renamed or dropped.
+void ForgetRelations() {
+  catalog.state_table = catalog.definition_table = catalog.override_table = InvalidOid;
+  catalog.override_looked_up = false;
+  catalog.facts_valid = false;
+  ++catalog.state_generation;
+}
+
+void OnRelcacheInvalidation(Datum arg, Oid relid) {
+  (void)arg;
+  if (relid == InvalidOid) {
+    ForgetRelations();
+    ++catalog.definitions_generation;
+    ++catalog.overrides_generation;
+    return;
+  }
+  if (relid == catalog.state_table || relid == catalog.facts.state_table) {
+    catalog.state_table = InvalidOid;
+    catalog.facts_valid = false;
+  }
+  if (relid == catalog.state_table || relid == catalog.keyed_index || relid == catalog.null_key_index ||
+      relid == catalog.facts.state_table)
+    ++catalog.state_generation;
+  if (relid == catalog.definition_table || relid == catalog.watched_definitions) {
+    catalog.definition_table = InvalidOid;
+    ++catalog.definitions_generation;
+  }
+  if (relid == catalog.override_table || relid == catalog.watched_overrides) {
+    catalog.override_looked_up = false;
+    ++catalog.overrides_generation;
+  }
+}
+
+void OnNamespaceInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  ForgetRelations();
+}
+
+void OnFunctionInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
+  (void)arg;
+  (void)cacheid;
+  (void)hashvalue;
+  for (FunctionFacts& facts : catalog.functions) facts.function = InvalidOid;
+}
+
+Oid RequireRelation(const char* name) {
+  if (!OidIsValid(catalog.namespace_oid)) elog(ERROR, "ratelimit: storage is not prepared");
+  Oid relid = get_relname_relid(name, catalog.namespace_oid);
+  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: relation %s not found; reinstall the extension", name);
+  return relid;
+}
+
+}  // namespace
+
+void RegisterCatalogInvalidation() {
+  catalog.state_generation = catalog.definitions_generation = catalog.overrides_generation = 1;
+  CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
+  CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
+  CacheRegisterSyscacheCallback(PROCOID, OnFunctionInvalidation, 0);
+}
+
+void SetExtensionNamespace(Oid extension_namespace) {
+  if (extension_namespace == catalog.namespace_oid) return;
+  catalog.namespace_oid = extension_namespace;
+  ForgetRelations();
+}
+
+Oid ExtensionNamespace() { return catalog.namespace_oid; }
+
+Oid StateTableOid() {
+  if (!OidIsValid(catalog.state_table)) catalog.state_table = RequireRelation(kStateTableName);
+  return catalog.state_table;
+}
+
+Oid DefinitionTableOid() {
+  if (!OidIsValid(catalog.definition_table)) catalog.definition_table = RequireRelation(kDefinitionTableName);
+  return catalog.definition_table;
+}
+
+Oid OverrideTableOid() {
+  if (catalog.override_looked_up) return catalog.override_table;
+  // Absent before ALTER EXTENSION UPDATE to 0.5.0: looked up again each
+  // time (a negative syscache entry), so the update is seen at once.
+  catalog.override_table = get_relname_relid(kOverrideTableName, catalog.namespace_oid);
+  catalog.override_looked_up = OidIsValid(catalog.override_table);
+  return catalog.override_table;
+}
+
+uint64 StateTableGeneration() { return catalog.state_generation; }
+
+void WatchProbeIndexes(Oid keyed, Oid null_key) {
+  catalog.keyed_index = keyed;
+  catalog.null_key_index = null_key;
+}
+
+const SchemaFacts& CurrentSchemaFacts() {
+  if (catalog.facts_valid && catalog.facts.namespace_oid == catalog.namespace_oid) return catalog.facts;
+  SchemaFacts now{};
+  now.namespace_oid = catalog.namespace_oid;
+  const char* schema = get_namespace_name(now.namespace_oid);
+  if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", now.namespace_oid);
+  strlcpy(now.schema, schema, sizeof now.schema);
+  now.state_table = StateTableOid();
+  now.has_idle_at = get_attnum(now.state_table, "idle_at") != InvalidAttrNumber;
+  const SchemaFacts& was = catalog.facts;
+  bool same = now.namespace_oid == was.namespace_oid && std::strcmp(now.schema, was.schema) == 0 &&
+              now.state_table == was.state_table && now.has_idle_at == was.has_idle_at;
+  now.version = same ? was.version : was.version + 1;
+  catalog.facts = now;
+  catalog.facts_valid = true;
+  return catalog.facts;
+}
+
+bool RowKindsTagged() { return OidIsValid(OverrideTableOid()); }
+
+uint64 DefinitionsGeneration() {
+  Oid table = DefinitionTableOid();
+  if (table != catalog.watched_definitions) {  // first use, or the extension was re-created
+    catalog.watched_definitions = table;
+    ++catalog.definitions_generation;
+  }
+  return catalog.definitions_generation;
+}
+
+uint64 OverridesGeneration() {
+  Oid table = OverrideTableOid();
+  if (table != catalog.watched_overrides) {  // found anew: nothing cached may predate it
+    catalog.watched_overrides = table;
+    ++catalog.overrides_generation;
+  }
+  return catalog.overrides_generation;
+}
+
+void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(DefinitionTableOid()); }
+
+void InvalidateOverrides() { CacheInvalidateRelcacheByRelid(OverrideTableOid()); }
+
+const FunctionFacts& FactsOfFunction(Oid function) {
+  FunctionFacts& slot = catalog.functions[function % kFunctionFactSlots];
+  if (slot.function == function) return slot;
+  slot.function = InvalidOid;
+  HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
+  if (!HeapTupleIsValid(tuple)) elog(ERROR, "ratelimit: function %u not found", function);
+  auto* proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple));
+  slot.namespace_oid = proc->pronamespace;
+  slot.owner = proc->proowner;
+  ReleaseSysCache(tuple);
+  slot.function = function;
+  return slot;
+}
+
+}  // namespace ratelimit_pg

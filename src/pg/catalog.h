@@ -1,0 +1,72 @@
+// What the extension knows of the catalogs, in one place with one
+// invalidation path (catalog.cpp): the schema a call runs in, the oids of
+// its relations and of the state table's probe indexes, the facts its SQL
+// text is made from, the generations of definitions and overrides, and the
+// called functions' owners. One relcache callback and one syscache
+// callback per catalog keep all of it; the caches other modules derive
+// from it (plans, parsed configs, the state table's shape) carry the
+// generation they were derived in and are redone when it moves.
+//
+// Nothing here is trusted before a lock: a caller locks the relation, which
+// processes the invalidations other sessions' DDL queued, and then looks
+// (oids are hints until then, checked again after the lock).
+#pragma once
+
+#include "limit_call.h"
+
+namespace ratelimit_pg {
+
+void RegisterCatalogInvalidation();
+
+// The schema the called function lives in (the extension's); set by each
+// call before it touches anything else (call_context.cpp).
+void SetExtensionNamespace(Oid extension_namespace);
+Oid ExtensionNamespace();
+
+// The relations, looked up by name in the extension's schema; no lock is
+// taken. The state and definition tables raise if missing; the override
+// table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0 created it.
+Oid StateTableOid();
+Oid DefinitionTableOid();
+Oid OverrideTableOid();
+
+// Changes whenever the state table, either probe index (WatchProbeIndexes)
+// or a schema is invalidated: what a module derived from them in an
+// earlier generation must be derived again.
+uint64 StateTableGeneration();
+void WatchProbeIndexes(Oid keyed, Oid null_key);
+
+// The facts the SQL statements' text is made from: the schema's name and
+// whether the state table has idle_at (0.1.0 does not: a newer library must
+// work until ALTER EXTENSION UPDATE). version changes whenever they do.
+struct SchemaFacts {
+  uint64 version;
+  Oid namespace_oid;
+  char schema[NAMEDATALEN];
+  Oid state_table;
+  bool has_idle_at;
+};
+const SchemaFacts& CurrentSchemaFacts();
+
+// Whether state rows tag their kind in prev (from 0.5.0, which created the
+// override table; before, a fixed window's row has a NULL prev too).
+bool RowKindsTagged();
+
+// Change whenever any backend changes definitions (overrides), or this one
+// does, at once: any DML on the table sends a relcache invalidation of it.
+uint64 DefinitionsGeneration();
+uint64 OverridesGeneration();
+// Tells every backend (at commit; this one at once) that they changed.
+void InvalidateDefinitions();
+void InvalidateOverrides();
+
+// What a call needs of the called function, from pg_proc: its schema (the
+// extension's) and its owner (whom the SQL it runs runs as).
+struct FunctionFacts {
+  Oid function;
+  Oid namespace_oid;
+  Oid owner;
+};
+const FunctionFacts& FactsOfFunction(Oid function);
+
+}  // namespace ratelimit_pg

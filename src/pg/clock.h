@@ -1,0 +1,23 @@
+// The clock (clock.cpp): clock_timestamp(), or the superuser-only frozen
+// ratelimit.now for tests, and conversions to the core's Unix microseconds.
+#pragma once
+
+#include "limit_call.h"
+
+extern "C" {
+#include "datatype/timestamp.h"
+}
+
+namespace ratelimit_pg {
+
+void DefineClockGuc();
+Micros ClockNow();
+// Whether a timestamp lies in 0001-01-01 .. 100000-01-01 (the range the
+// limiter accepts for its clock and for config start), so converting it to
+// Unix microseconds and adding any answer's offset cannot overflow.
+bool TimestamptzSupported(TimestampTz ts);
+// Unix microseconds of a (finite, in-range) timestamp, and back.
+Micros UnixFromTimestamptz(TimestampTz ts);
+TimestampTz TimestamptzFromUnix(Micros micros);
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,26 @@
+// A call's config (config_cache.cpp): parsed configs cached per backend
+// (inline by their bytes, named by name until the definitions generation
+// moves), and resolution: override, inline, definition.
+#pragma once
+
+#include "limit_call.h"
+
+namespace ratelimit_pg {
+
+void InlineConfig(Jsonb* config, LimitConfig* out);
+bool NamedConfig(const LimitId& id, LimitConfig* out);
+
+// A call's config: the key's override, else the inline config (for a
+// defined name only the same limit as the definition: 22023), else the
+// definition (42704 if there is none). The definition and override tables
+// are locked first (lock, then look).
+void ResolveConfig(LimitCall* call);
+// ResolveConfig, then the request validated against the config (22023) and
+// the window origin derived. Needs SPI.
+void CompleteLimitCall(LimitCall* call);
+// After a wait for a lock: whether another session's committed change of a
+// definition or override changed the call's config; if so, completes the
+// call again under the config now in force (true).
+bool RefreshConfig(LimitCall* call);
+
+}  // namespace ratelimit_pg

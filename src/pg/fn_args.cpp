@@ -1,0 +1,145 @@
+// Argument reading and result forming for the SQL functions.
+#include "fn_args.h"
+
+#include "clock.h"
+#include "limits_json.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+// The five fields of a ratelimit_result (ok, retry_after, retry_at,
+// remaining, reset_after), as every function returning a decision shows it.
+void EncodeDecision(const Decision& decision, Datum* values, bool* nulls) {
+  values[0] = BoolGetDatum(decision.ok);
+  values[1] = Float8GetDatum(decision.retry_after);
+  values[2] = TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at));
+  values[3] = Float8GetDatum(decision.remaining + 0.0);
+  values[4] = Float8GetDatum(decision.reset_after);
+  nulls[0] = nulls[3] = nulls[4] = false;
+  nulls[1] = nulls[2] = !decision.has_retry;
+}
+
+// A ratelimit_result field that must not be NULL (22004 naming it).
+Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) {
+  bool isnull = false;
+  Datum value = GetAttributeByNum(result, attnum, &isnull);
+  if (isnull)
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("result.%s must not be null", name)));
+  return value;
+}
+
+}  // namespace
+
+// Raises 22004 for a NULL argument that must not be NULL.
+void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what) {
+  if (PG_ARGISNULL(arg))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
+}
+
+// The (name, key) identity from two arguments; a NULL key is the global
+// limit. key_arg < 0: the function has no key argument.
+LimitId IdFromArgs(FunctionCallInfo fcinfo, int name_arg, int key_arg) {
+  LimitId id{};
+  RequireNotNull(fcinfo, name_arg, "name");
+  SetIdText(PG_GETARG_TEXT_PP(name_arg), "name", &id.name_text, &id.name, &id.name_len);
+  if (key_arg >= 0 && !PG_ARGISNULL(key_arg))
+    SetIdText(PG_GETARG_TEXT_PP(key_arg), "key", &id.key_text, &id.key, &id.key_len);
+  return id;
+}
+
+// Reads (name, key, config, count, reserve) from the arguments starting at
+// `first`; count and reserve may be absent (argument index < 0).
+LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int config, int count, int reserve) {
+  LimitCall call{};
+  call.id = IdFromArgs(fcinfo, name, key);
+  call.inline_config = PG_ARGISNULL(config) ? nullptr : PG_GETARG_JSONB_P(config);
+  call.request = Request{1, false};
+  if (count >= 0) {
+    RequireNotNull(fcinfo, count, "count");
+    call.request.count = PG_GETARG_FLOAT8(count) + 0.0;  // + 0.0 turns -0 into 0
+  }
+  if (reserve >= 0) {
+    RequireNotNull(fcinfo, reserve, "reserve");
+    call.request.reserve = PG_GETARG_BOOL(reserve);
+  }
+  return call;
+}
+
+// Forms a ratelimit_result from a decision.
+Datum ResultDatum(TupleDesc desc, const Decision& decision) {
+  Datum values[5];
+  bool nulls[5];
+  EncodeDecision(decision, values, nulls);
+  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+}
+
+TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  return BlessTupleDesc(desc);
+}
+
+void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }
+
+// A tuplestore for a materialized set-returning function's rows.
+Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("set-valued function called in context that cannot accept a set")));
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  if (get_call_result_type(fcinfo, nullptr, desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  *desc = CreateTupleDescCopy(*desc);
+  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = *desc;
+  MemoryContextSwitchTo(old);
+  return store;
+}
+
+// Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
+void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& decision) {
+  Datum values[7];
+  bool nulls[7];
+  values[0] = PointerGetDatum(id.name_text);
+  values[1] = PointerGetDatum(id.key_text);
+  nulls[0] = false;
+  nulls[1] = id.key_text == nullptr;
+  EncodeDecision(decision, values + 2, nulls + 2);
+  tuplestore_putvalues(store, desc, values, nulls);
+}
+
+// The answer a ratelimit_result row carries: ok, remaining and reset_after
+// are required; retry_after (and retry_at) are NULL unless there is a retry.
+ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
+  ratelimit::HeaderAnswer answer;
+  answer.ok = DatumGetBool(RequiredResultField(result, 1, "ok"));
+  answer.remaining = DatumGetFloat8(RequiredResultField(result, 4, "remaining"));
+  answer.reset_after = DatumGetFloat8(RequiredResultField(result, 5, "reset_after"));
+  bool isnull = false;
+  Datum retry_after = GetAttributeByNum(result, 2, &isnull);
+  answer.has_retry = !isnull;
+  if (!isnull) answer.retry_after = DatumGetFloat8(retry_after);
+  Datum retry_at = GetAttributeByNum(result, 3, &isnull);
+  TimestampTz at = isnull ? 0 : DatumGetTimestampTz(retry_at);
+  answer.has_retry_at = answer.has_retry && !isnull && TimestamptzSupported(at);
+  if (answer.has_retry_at) answer.retry_at = UnixFromTimestamptz(at);
+  if (!ratelimit::HeaderAnswerFinite(answer))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("result has a non-finite number"),
+                    errdetail("remaining, reset_after and retry_after must be finite.")));
+  return answer;
+}
+
+}  // namespace ratelimit_pg

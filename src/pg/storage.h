@@ -1,0 +1,105 @@
+// The storage seam: the one interface through which the decision code
+// (consume*.cpp), the functions and config changes reach a limit's stored
+// state. A storage keeps one row per (name, key, shard); its steps find,
+// lock, read, write, insert and delete rows, and scan them for
+// ratelimit_status and ratelimit_cleanup. The table storage
+// (table_storage.cpp, over ratelimit_state) is one implementation; a new
+// storage is one more Storage value, listed in storage.cpp, plus its tests.
+#pragma once
+
+#include "limit_call.h"
+
+extern "C" {
+#include "storage/itemptr.h"
+}
+
+namespace ratelimit_pg {
+
+// Which algorithm wrote a stored row (row_codec.h reads and writes the tag).
+enum class StoredKind { kTokenBucket, kFixedWindow, kSlidingWindow, kTokenBucketOrFixedWindow };
+
+// Where the version of a row that was read is, in its storage's terms (the
+// table's: the tuple id); only the storage that read it interprets it.
+struct RowVersion {
+  ItemPointerData tid;
+};
+
+// A row as a step read it.
+struct StoredState {
+  LimitState state;
+  StoredKind kind;     // which algorithm wrote it (when state.exists)
+  bool has_idle_at;    // idle_at is known (not NULL, and the storage keeps it)
+  Micros idle_at;      // from then on the row answers as no row (see StateForKind)
+  bool busy;           // the row exists but another transaction holds it (kLockSkipLocked)
+  RowVersion version;  // valid when state.exists
+};
+
+// A row to write: the state, whether prev is kept (sliding window only,
+// else NULL: the kind tag is in next.prev) and when the row becomes the same
+// as no row.
+struct RowWrite {
+  LimitState next;
+  bool keep_prev;
+  Micros idle_at;
+};
+
+enum class ReadMode { kUnlocked, kLock, kLockSkipLocked };
+
+// One stored row as the ratelimit_status view reports it.
+struct StatusRow {
+  LimitId id;
+  StoredState stored;
+  Jsonb* config;  // the key's override, else the definition's config; nullptr: neither
+};
+using StatusRowSink = void (*)(const StatusRow& row, void* context);
+
+// A storage's steps. Each takes whatever lock it needs first and looks
+// after (lock, then look); locks on rows are held to the end of the
+// (sub)transaction, as SELECT ... FOR UPDATE's.
+struct Storage {
+  const char* name;
+  StoredState (*read)(const LimitId& id, ReadMode mode);
+  // Fills out[0..shards) with shard i at index i (state.exists=false: no
+  // row); lock: each existing row locked. Returns how many exist.
+  int (*read_all_shards)(const LimitId& id, bool lock, int shards, StoredState* out);
+  // Inserts the row unless it exists (INSERT ... ON CONFLICT DO NOTHING);
+  // false if it existed.
+  bool (*insert)(const LimitId& id, const RowWrite& row);
+  // Locks the row, creating it first in the state `initial` (which must
+  // answer like no row at all) if there is none. wait=false: a row another
+  // transaction holds, or is creating, is not waited for and false
+  // returned. With wait, false means the row vanished under the lock
+  // (decide again). announce: the creation takes a lock held to the
+  // transaction's end, which tells skip-locked callers the row is in flight
+  // (shard rows).
+  bool (*lock_or_create)(const LimitId& id, const RowWrite& initial, bool wait, bool announce,
+                         StoredState* out);
+  // Writes the row version that was read (expected) if it is still the
+  // newest, without waiting for a lock; false if another transaction
+  // changed or deleted it meanwhile, or the storage cannot tell.
+  bool (*update_if_unchanged)(const LimitId& id, const StoredState& expected, const RowWrite& row);
+  // Writes a row this transaction has locked; version (may be nullptr) is
+  // where the locked version is.
+  void (*update_locked)(const LimitId& id, const RowVersion* version, const RowWrite& row);
+  // Deletes every row of (name, key), all shards; whether any existed.
+  bool (*delete_limit)(const LimitId& id);
+  // Deletes the rows idle at `now` (the same as no row); how many.
+  int64 (*delete_idle)(Micros now);
+  // Hands every row to `sink`, in (name, key NULL first, shard) order.
+  void (*scan_status)(StatusRowSink sink, void* context);
+  // What a change of effective config does to stored rows (config_changes.h).
+  void (*change_config)(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
+};
+
+// The storage a call's limit lives in.
+const Storage& StorageFor(const LimitCall& call);
+// Every storage, for what spans them all (reset, cleanup, status, config
+// changes): count of them, *out the array.
+int AllStorages(const Storage* const** out);
+
+static_assert(std::is_trivially_destructible_v<StoredState>);
+static_assert(std::is_trivially_destructible_v<RowWrite>);
+static_assert(std::is_trivially_destructible_v<StatusRow>);
+static_assert(std::is_trivially_destructible_v<Storage>);
+
+}  // namespace ratelimit_pg
