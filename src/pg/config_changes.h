@@ -1,5 +1,6 @@
-// What a change of effective config does to the table storage's rows
-// (config_changes.cpp), and the locks that serialize changes.
+// What a change of effective config does to stored rows, in every storage
+// (config_changes.cpp, written against the storage seam), and the locks
+// that serialize changes.
 #pragma once
 
 #include "limit_call.h"
@@ -11,7 +12,7 @@ namespace ratelimit_pg {
 // configs only); `to` nullptr: the new one is not. A row of another kind
 // than `to` is reset (deleted); with both known and of one kind, each row
 // is brought up to now under `from` and carried into `to`.
-void ApplyConfigChangeToTable(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
+void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
 // Serialize changes of definitions, or of overrides (a lock on the table
 // held to the end of the transaction; callers only read it), so each change
 // reads the config it replaces.

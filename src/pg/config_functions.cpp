@@ -2,7 +2,7 @@
 // (each carries the stored rows of every storage into the new config, in
 // the changing transaction), ratelimit_stats_reset, and the statement
 // trigger that tells every backend the definitions changed.
-#include "functions.h"
+#include "config_functions.h"
 
 #include "call_context.h"
 #include "catalog.h"
@@ -12,7 +12,6 @@
 #include "fn_args.h"
 #include "overrides.h"
 #include "stats.h"
-#include "storage.h"
 
 extern "C" {
 #include "commands/trigger.h"
@@ -22,13 +21,6 @@ extern "C" {
 
 namespace ratelimit_pg {
 namespace {
-
-// What a change of (name, key)'s effective config does to the stored rows,
-// in every storage.
-void ChangeConfig(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
-  const Storage* const* storages = nullptr;
-  for (int i = 0, n = AllStorages(&storages); i < n; ++i) storages[i]->change_config(name, key, from, to);
-}
 
 // The config (name, key) uses now without an override of its own: the
 // definition, or nullptr when calls pass inline configs only.
@@ -59,7 +51,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   LockDefinitionChanges();
   LimitConfig previous;
   bool was_defined = LookupDefinedConfig(id.name_text, &previous);
-  ChangeConfig(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
+  ApplyConfigChange(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
   UpsertDefinition(id.name_text, config);
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);
@@ -80,7 +72,7 @@ Datum Override(FunctionCallInfo fcinfo) {
   LimitConfig definition_buffer;
   const LimitConfig* from = StoredOverride(id, &override_buffer);
   if (from == nullptr) from = ConfigWithoutOverride(id.name_text, &definition_buffer);
-  ChangeConfig(id.name_text, id.key_text, from, &parsed);
+  ApplyConfigChange(id.name_text, id.key_text, from, &parsed);
   UpsertOverride(id.name_text, id.key_text, config);
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);
@@ -97,7 +89,8 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
   LimitConfig definition_buffer;
   const LimitConfig* from = StoredOverride(id, &override_buffer);
   if (from != nullptr)
-    ChangeConfig(id.name_text, id.key_text, from, ConfigWithoutOverride(id.name_text, &definition_buffer));
+    ApplyConfigChange(id.name_text, id.key_text, from,
+                      ConfigWithoutOverride(id.name_text, &definition_buffer));
   bool existed = DeleteOverride(id.name_text, id.key_text);
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);

@@ -3,13 +3,14 @@
 // then every row the entries use is locked in canonical order, across
 // storages, and decided again in a subtransaction kept only if every entry
 // is granted.
+#include "consume_all.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "clock.h"
 #include "config_cache.h"
-#include "consume.h"
 #include "decide.h"
 #include "errors.h"
 #include "policy.h"

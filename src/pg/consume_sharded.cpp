@@ -2,6 +2,8 @@
 // on from the committed state (a refusal ends there), then only the shards
 // the decision needs are locked, in canonical order, and decided again in a
 // subtransaction kept only for a grant.
+#include "consume_sharded.h"
+
 #include "clock.h"
 #include "config_cache.h"
 #include "decide.h"

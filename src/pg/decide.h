@@ -1,7 +1,7 @@
-// What the three decision paths (consume_row.cpp, consume_sharded.cpp,
-// consume_all.cpp) share, defined in consume.cpp: the state a call decides
-// on, reading and locking through the call's storage, and the rows a call
-// creates. Internal to the consume*.cpp files.
+// What the decision paths (consume.cpp, consume_row.cpp,
+// consume_sharded.cpp, consume_all.cpp) share (decide.cpp): the state a
+// call decides on, reading and locking through the call's storage, and the
+// rows a call creates. Internal to the consume*.cpp files.
 //
 // Lock order: rows are locked in (name, key, shard) byte order, and a call
 // only ever waits for a row that sorts after every row it already holds, so
@@ -54,10 +54,8 @@ ratelimit::ShardInput* ReadDenseShards(const LimitCall& call, bool lock);
 // read for a lock or written.
 Decision NeverFitsRefusal(const LimitCall& call);
 
-// consume_row.cpp: one unsharded row.
-Outcome ConsumeRow(LimitCall* call, Decision* out);
-// consume_sharded.cpp: the power of two choices over a sharded limit.
-Outcome ConsumeSharded(LimitCall* call, Decision* out);
+// ratelimit_check's decision: from the committed state, without a lock.
+Decision CheckNow(const LimitCall& call);
 
 static_assert(std::is_trivially_destructible_v<ratelimit::ShardInput>);
 static_assert(std::is_trivially_destructible_v<ratelimit::ShardDecision>);

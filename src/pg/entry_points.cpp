@@ -6,8 +6,10 @@
 #include "catalog.h"
 #include "clock.h"
 #include "errors.h"
+#include "config_functions.h"
 #include "functions.h"
 #include "stats.h"
+#include "status_view.h"
 
 extern "C" {
 #include "utils/guc.h"

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "config_cache.h"
 #include "consume.h"
+#include "consume_all.h"
 #include "errors.h"
 #include "fn_args.h"
 #include "http_headers.h"

@@ -3,14 +3,18 @@
 // read/lock/update steps when the state table is not as installed (see
 // state_table.cpp), so that rules, row security or a changed column type
 // are applied by PostgreSQL.
+#include <cstring>
+
 #include "state_sql.h"
 
 #include "catalog.h"
 #include "clock.h"
+#include "limits_json.h"
 #include "row_codec.h"
 #include "sql_plans.h"
 
 extern "C" {
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -227,6 +231,54 @@ void ScanStatusRowsSql(StatusRowSink sink, void* context) {
   SPI_cursor_close(portal);
   LeaveSqlScope(scope);
   pfree(sql);
+}
+
+// The rows a config change locks, ordered by key and shard: of one key, or
+// of every key of the name without an override.
+int LockRowsForChangeSql(text* name, text* key, KeyedRow** out) {
+  const char* schema = QuotedSchema();
+  const char* filter = key != nullptr ? " AND key = $2" : "";
+  char* except = pstrdup("");
+  if (key == nullptr && OidIsValid(OverrideTableOid()))
+    except = psprintf(
+        " AND NOT EXISTS (SELECT FROM %s.ratelimit_override o WHERE o.name = s.name AND o.key = s.key)",
+        schema);
+  char* sql = psprintf(
+      "SELECT key, shard::pg_catalog.int4, value::pg_catalog.float8, ts::pg_catalog.timestamptz,"
+      " prev::pg_catalog.float8, %s FROM %s.ratelimit_state s WHERE name = $1%s%s"
+      " ORDER BY key NULLS FIRST, shard FOR UPDATE",
+      StateHasIdleAt() ? "idle_at::pg_catalog.timestamptz" : "NULL::pg_catalog.timestamptz", schema, filter,
+      except);
+  Oid types[2] = {TEXTOID, TEXTOID};
+  Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
+  RequireOwnerCodeSafe(CMD_SELECT);
+  RequireLookupSafe(OverrideTableOid());
+  SqlScope scope = EnterSqlScope();
+  int rc = SPI_execute_with_args(sql, key != nullptr ? 2 : 1, types, values, nullptr, false, 0);
+  LeaveSqlScope(scope);
+  if (rc != SPI_OK_SELECT)
+    elog(ERROR, "ratelimit: locking state rows failed: %s", SPI_result_code_string(rc));
+  int count = static_cast<int>(SPI_processed);
+  auto* rows = static_cast<KeyedRow*>(palloc0(sizeof(KeyedRow) * (count + 1)));
+  for (int i = 0; i < count; ++i) {
+    HeapTuple tuple = SPI_tuptable->vals[i];
+    KeyedRow& row = rows[i];
+    bool isnull = false;
+    SetIdText(name, "name", &row.id.name_text, &row.id.name, &row.id.name_len);
+    Datum key_datum = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull);
+    if (!isnull) SetIdText(DatumGetTextPP(key_datum), "key", &row.id.key_text, &row.id.key, &row.id.key_len);
+    row.id.shard = DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+    row.stored = StoredStateFromRow(i, 3, false);
+    // Rows come ordered by key and shard: one shard of a key twice is a
+    // duplicate (only an inheritance child can hold one).
+    if (i > 0 && row.id.shard == rows[i - 1].id.shard &&
+        (row.id.key == nullptr) == (rows[i - 1].id.key == nullptr) &&
+        (row.id.key == nullptr || (row.id.key_len == rows[i - 1].id.key_len &&
+                                   std::memcmp(row.id.key, rows[i - 1].id.key, row.id.key_len) == 0)))
+      RaiseDuplicateRows(row.id);
+  }
+  *out = rows;
+  return count;
 }
 
 }  // namespace ratelimit_pg

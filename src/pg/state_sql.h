@@ -23,5 +23,6 @@ void UpdateLockedSql(const LimitId& id, const RowWrite& row);
 int ReadAllShardsSql(const LimitId& id, bool lock, int shards, StoredState* out);
 int64 DeleteIdleStatesSql(Micros now);
 void ScanStatusRowsSql(StatusRowSink sink, void* context);
+int LockRowsForChangeSql(text* name, text* key, KeyedRow** out);
 
 }  // namespace ratelimit_pg

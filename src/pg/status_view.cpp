@@ -2,7 +2,7 @@
 // its kind and value now under the config calls apply to it.
 #include <initializer_list>
 
-#include "functions.h"
+#include "status_view.h"
 
 #include "call_context.h"
 #include "clock.h"

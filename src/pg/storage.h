@@ -53,6 +53,12 @@ struct StatusRow {
 };
 using StatusRowSink = void (*)(const StatusRow& row, void* context);
 
+// A stored row with its identity, as a config change locks it.
+struct KeyedRow {
+  LimitId id;
+  StoredState stored;
+};
+
 // A storage's steps. Each takes whatever lock it needs first and looks
 // after (lock, then look); locks on rows are held to the end of the
 // (sub)transaction, as SELECT ... FOR UPDATE's.
@@ -87,8 +93,12 @@ struct Storage {
   int64 (*delete_idle)(Micros now);
   // Hands every row to `sink`, in (name, key NULL first, shard) order.
   void (*scan_status)(StatusRowSink sink, void* context);
-  // What a change of effective config does to stored rows (config_changes.h).
-  void (*change_config)(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
+  // Locks (as FOR UPDATE) the rows a change of config changes: those of
+  // (name, key), or with key nullptr of every key of the name that has no
+  // override; *out receives them palloc'd, ordered by key (NULL first) and
+  // shard, with their identity. Returns how many. (config_changes.cpp
+  // carries them over with the steps above.)
+  int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out);
 };
 
 // The storage a call's limit lives in.
@@ -100,6 +110,7 @@ int AllStorages(const Storage* const** out);
 static_assert(std::is_trivially_destructible_v<StoredState>);
 static_assert(std::is_trivially_destructible_v<RowWrite>);
 static_assert(std::is_trivially_destructible_v<StatusRow>);
+static_assert(std::is_trivially_destructible_v<KeyedRow>);
 static_assert(std::is_trivially_destructible_v<Storage>);
 
 }  // namespace ratelimit_pg

@@ -6,7 +6,6 @@
 // UPDATE would (ROW EXCLUSIVE).
 #include "table_storage.h"
 
-#include "config_changes.h"
 #include "limiter.h"
 #include "row_access.h"
 #include "state_sql.h"
@@ -136,7 +135,7 @@ constexpr Storage kTableStorage = {
     DeleteLimit,
     DeleteIdleStatesSql,
     ScanStatusRowsSql,
-    ApplyConfigChangeToTable,
+    LockRowsForChangeSql,
 };
 
 }  // namespace
