@@ -7,6 +7,8 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include "compat.h"
+
 namespace ratelimit_pg {
 namespace {
 
@@ -22,26 +24,16 @@ constexpr Micros kEarliestSupported = Micros{-62135596800} * USECS_PER_SEC;
 constexpr Micros kLatestSupported = Micros{3093527980800} * USECS_PER_SEC;
 
 // Parses the GUC value at SET time so a bad timestamp fails there, not
-// later. Check hooks must not throw, so the parse error is caught here.
+// later. Check hooks must not throw: the parse error is a soft error
+// (compat::CallInputFunction).
 bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
   (void)extra;
   (void)source;
   if (*newval == nullptr || (*newval)[0] == '\0') return true;
-  MemoryContext caller = CurrentMemoryContext;
-  volatile bool valid = true;
-  PG_TRY();
-  {
-    Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(*newval), ObjectIdGetDatum(InvalidOid),
-                                       Int32GetDatum(-1));
-    valid = TimestamptzSupported(DatumGetTimestampTz(parsed));
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(caller);
-    FlushErrorState();
-    valid = false;
-  }
-  PG_END_TRY();
+  Datum parsed;
+  char* message = nullptr;
+  bool valid = compat::CallInputFunction(timestamptz_in, *newval, &parsed, &message) &&
+               TimestamptzSupported(DatumGetTimestampTz(parsed));
   if (!valid)
     GUC_check_errdetail("ratelimit.now must be empty or a timestamptz from 0001-01-01 to 100000-01-01.");
   return valid;

@@ -14,16 +14,22 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
-#if PG_VERSION_NUM >= 150000
-#include "common/pg_prng.h"
-#endif
+#include "utils/memutils.h"
 #if PG_VERSION_NUM >= 160000
+#include "nodes/miscnodes.h"
 #include "parser/parse_relation.h"
 #endif
 #if PG_VERSION_NUM >= 170000
 #include "storage/dsm_registry.h"
 #endif
 }
+
+// The majors the extension is built and tested on: 15, 17 and 18
+// (debian/pgversions). 16 is not built anywhere: its API is the one the
+// ">= 160000" arms expect, but no 16 server has run these tests.
+#if PG_VERSION_NUM < 150000
+#error "ratelimit needs PostgreSQL 15 or later"
+#endif
 
 namespace ratelimit_pg {
 namespace compat {
@@ -144,22 +150,39 @@ inline bool IntervalIsInfinite(const Interval* interval) {
 #endif
 }
 
-// Reserves a GUC prefix for the extension's settings (15 renamed
-// EmitWarningsOnPlaceholders to MarkGUCPrefixReserved).
-inline void ReserveGucPrefix(const char* prefix) {
-#if PG_VERSION_NUM >= 150000
-  MarkGUCPrefixReserved(prefix);
+// Calls a type's input function on `text`; false with the error's message
+// in *message (palloc'd) if the text is not valid input. From 16 on the
+// input reports it as a soft error (DirectInputFunctionCallSafe), so only
+// bad input is caught; on 15, which has no soft errors, the error is
+// caught and flushed (the input functions used here, timestamptz_in and
+// interval_in, touch no shared state before they raise).
+inline bool CallInputFunction(PGFunction input, const char* text, Datum* result, char** message) {
+#if PG_VERSION_NUM >= 160000
+  ErrorSaveContext escontext = {T_ErrorSaveContext};
+  escontext.details_wanted = true;
+  if (DirectInputFunctionCallSafe(input, const_cast<char*>(text), InvalidOid, -1,
+                                  reinterpret_cast<Node*>(&escontext), result))
+    return true;
+  *message = escontext.error_data != nullptr ? escontext.error_data->message : pstrdup("invalid input");
+  return false;
 #else
-  EmitWarningsOnPlaceholders(prefix);
-#endif
-}
-
-// A uniform random number in [0, 1) from PostgreSQL's PRNG.
-inline double RandomUnit() {
-#if PG_VERSION_NUM >= 150000
-  return pg_prng_double(&pg_global_prng_state);
-#else
-  return static_cast<double>(random()) / (static_cast<double>(MAX_RANDOM_VALUE) + 1.0);
+  MemoryContext caller = CurrentMemoryContext;
+  volatile bool ok = true;
+  PG_TRY();
+  {
+    *result =
+        DirectFunctionCall3(input, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+  }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(caller);
+    ErrorData* error = CopyErrorData();
+    FlushErrorState();
+    *message = error->message;
+    ok = false;
+  }
+  PG_END_TRY();
+  return ok;
 #endif
 }
 

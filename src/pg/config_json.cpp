@@ -50,16 +50,13 @@ Micros MillisToMicros(const char* field, double millis) {
   return static_cast<Micros>(micros);
 }
 
-// Calls a type input function; a parse error is re-raised as 22023 naming
-// the field. A config must mean the same in every session (they share its
-// state rows and cache), so the input runs under fixed settings rather than
-// the session's: a timestamp without a UTC offset is UTC, 01/02 is January
+// Calls a type input function; a parse error (a soft error from 16 on) is
+// raised as 22023 naming the field. A config must mean the same in every
+// session (they share its state rows and cache), so the input runs under
+// fixed settings rather than the session's: a timestamp without a UTC offset is UTC, 01/02 is January
 // 2, a zone abbreviation is the default set's, and an interval's leading
 // minus applies to its first field only.
 Datum ParseTypedString(const char* field, PGFunction input, const char* text, const char* expected) {
-  MemoryContext caller = CurrentMemoryContext;
-  ErrorData* volatile failure = nullptr;
-  volatile Datum result = 0;
   int guc_level = NewGUCNestLevel();
   PinConversionSettings();
   // Abbreviations ("EST") mean what the default set says, whatever set the
@@ -67,23 +64,13 @@ Datum ParseTypedString(const char* field, PGFunction input, const char* text, co
   // config is cached, not in every statement's scope).
   (void)set_config_option("timezone_abbreviations", "Default", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
                           true, 0, false);
-  PG_TRY();
-  {
-    result =
-        DirectFunctionCall3(input, CStringGetDatum(text), ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-  }
-  PG_CATCH();
-  {
-    MemoryContextSwitchTo(caller);
-    failure = CopyErrorData();
-    FlushErrorState();
-  }
-  PG_END_TRY();
+  Datum result = 0;
+  char* failure = nullptr;
+  bool ok = compat::CallInputFunction(input, text, &result, &failure);
   AtEOXact_GUC(true, guc_level);
-  if (failure != nullptr)
-    ereport(ERROR,
-            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-             errmsg("config field \"%s\" must be %s", field, expected), errdetail("%s", failure->message)));
+  if (!ok)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("config field \"%s\" must be %s", field, expected), errdetail("%s", failure)));
   return result;
 }
 

@@ -14,8 +14,6 @@ extern "C" {
 #include "miscadmin.h"
 }
 
-#include "compat.h"
-
 namespace ratelimit_pg {
 
 using ratelimit::ShardInput;
@@ -26,8 +24,7 @@ Decision Consume(LimitCall* call) {
     if (call->never_fits) return NeverFitsRefusal(*call);
     Decision decision;
     Outcome outcome = call->config.shards > 1 ? ConsumeSharded(call, &decision) : ConsumeRow(call, &decision);
-    if (outcome == Outcome::kDone)
-      return ratelimit::ApplyJitter(call->config, decision, compat::RandomUnit());
+    if (outcome == Outcome::kDone) return ratelimit::ApplyJitter(call->config, decision, RandomUnit());
   }
 }
 

@@ -20,8 +20,6 @@ extern "C" {
 #include "miscadmin.h"
 }
 
-#include "compat.h"
-
 namespace ratelimit_pg {
 namespace {
 
@@ -105,7 +103,7 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
     return DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
   }
   rows->count = 2;
-  ratelimit::PickCandidates(call.config.shards, compat::RandomUnit(), compat::RandomUnit(), rows->shard);
+  ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), rows->shard);
   ShardInput fast[2];
   ReadShard(call, rows->shard[0], &fast[0]);
   ReadShard(call, rows->shard[1], &fast[1]);
@@ -186,8 +184,7 @@ bool Blocks(const LimitCall& call, const Decision& decision) { return !decision.
 
 // Spreads the retry times of refused entries (those with jitter configured).
 void JitterAll(const LimitCall* calls, int count, Decision* out) {
-  for (int i = 0; i < count; ++i)
-    out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], compat::RandomUnit());
+  for (int i = 0; i < count; ++i) out[i] = ratelimit::ApplyJitter(calls[i].config, out[i], RandomUnit());
 }
 
 // The locked part of ratelimit_limit_all, in a subtransaction kept only if

@@ -13,8 +13,6 @@ extern "C" {
 #include "miscadmin.h"
 }
 
-#include "compat.h"
-
 namespace ratelimit_pg {
 namespace {
 
@@ -187,7 +185,7 @@ bool LockedShardsStep(void* context) {
 // cleanup) takes from free shards like any other call.
 Outcome ConsumeSharded(LimitCall* call, Decision* out) {
   int candidate[2];
-  ratelimit::PickCandidates(call->config.shards, compat::RandomUnit(), compat::RandomUnit(), candidate);
+  ratelimit::PickCandidates(call->config.shards, RandomUnit(), RandomUnit(), candidate);
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     ShardedStep step{call, {}, {}, {}, Outcome::kDone, false};

@@ -10,8 +10,6 @@ extern "C" {
 #include "miscadmin.h"
 }
 
-#include "compat.h"
-
 namespace ratelimit_pg {
 
 using ratelimit::ShardDecision;
@@ -108,7 +106,7 @@ Decision CheckNow(const LimitCall& call) {
   } else {
     decision = DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
   }
-  return ratelimit::ApplyJitter(call.config, decision, compat::RandomUnit());
+  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
 }
 
 }  // namespace ratelimit_pg

@@ -11,7 +11,14 @@
 #include "shards.h"
 #include "storage.h"
 
+extern "C" {
+#include "common/pg_prng.h"
+}
+
 namespace ratelimit_pg {
+
+// A uniform random number in [0, 1) from PostgreSQL's PRNG.
+inline double RandomUnit() { return pg_prng_double(&pg_global_prng_state); }
 
 // How a step that may have waited ended: decided, or the call's config
 // changed meanwhile (it was completed again: the call starts over), or a

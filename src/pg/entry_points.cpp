@@ -15,8 +15,6 @@ extern "C" {
 #include "utils/guc.h"
 }
 
-#include "compat.h"
-
 extern "C" {
 PG_MODULE_MAGIC;
 
@@ -85,7 +83,7 @@ void _PG_init(void) {
   ratelimit_pg::RegisterCatalogInvalidation();
   ratelimit_pg::DefineStatsGucs();
   ratelimit_pg::RequestStatsSharedMemory();
-  ratelimit_pg::compat::ReserveGucPrefix("ratelimit");
+  MarkGUCPrefixReserved("ratelimit");
 }
 
 // Each function has two entry points running the same code: the SQL of
