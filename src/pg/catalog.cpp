@@ -189,6 +189,7 @@ const FunctionFacts& FactsOfFunction(Oid function) {
   auto* proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple));
   slot.namespace_oid = proc->pronamespace;
   slot.owner = proc->proowner;
+  slot.result_type = proc->prorettype;
   ReleaseSysCache(tuple);
   slot.function = function;
   return slot;

@@ -61,11 +61,13 @@ void InvalidateDefinitions();
 void InvalidateOverrides();
 
 // What a call needs of the called function, from pg_proc: its schema (the
-// extension's) and its owner (whom the SQL it runs runs as).
+// extension's), its owner (whom the SQL it runs runs as) and its result
+// type.
 struct FunctionFacts {
   Oid function;
   Oid namespace_oid;
   Oid owner;
+  Oid result_type;
 };
 const FunctionFacts& FactsOfFunction(Oid function);
 

@@ -14,6 +14,7 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
+#include "access/tupdesc.h"
 #include "utils/memutils.h"
 #if PG_VERSION_NUM >= 160000
 #include "nodes/miscnodes.h"
@@ -146,6 +147,28 @@ inline bool IntervalIsInfinite(const Interval* interval) {
   return INTERVAL_NOT_FINITE(interval);
 #else
   (void)interval;
+  return false;
+#endif
+}
+
+// Whether a CHECK constraint is enforced (18 added NOT ENFORCED ones, which
+// ExecRelCheck skips).
+inline bool CheckEnforced(const ConstrCheck& check) {
+#if PG_VERSION_NUM >= 180000
+  return check.ccenforced;
+#else
+  (void)check;
+  return true;
+#endif
+}
+
+// Whether a table has virtual generated columns (18 added them; a CHECK
+// on one is expanded before it is prepared).
+inline bool HasVirtualGeneratedColumns(const TupleConstr* constr) {
+#if PG_VERSION_NUM >= 180000
+  return constr->has_generated_virtual;
+#else
+  (void)constr;
   return false;
 #endif
 }

@@ -100,7 +100,7 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
   if (call.config.shards <= 1) {
     rows->count = 1;
     rows->shard[0] = 0;
-    return DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
+    return DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlockedForWrite));
   }
   rows->count = 2;
   ratelimit::PickCandidates(call.config.shards, RandomUnit(), RandomUnit(), rows->shard);

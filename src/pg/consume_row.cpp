@@ -63,7 +63,7 @@ bool LockedRowStep(void* context) {
 
 // A refusal from the committed state returns without a lock or a write.
 Outcome ConsumeRow(LimitCall* call, Decision* out) {
-  StoredState stored = StorageFor(*call).read(call->id, ReadMode::kUnlocked);
+  StoredState stored = StorageFor(*call).read(call->id, ReadMode::kUnlockedForWrite);
   *out = DecideNow(*call, stored);
   if (!out->ok) return Outcome::kDone;
   if (RefreshConfig(call)) return Outcome::kRestart;

@@ -69,7 +69,7 @@ bool LockOrCreateCountingWait(const LimitCall& call, const LimitId& id, const Ro
 }
 
 void ReadShard(const LimitCall& call, int shard, ShardInput* out, StoredState* stored) {
-  StoredState read = StorageFor(call).read(ShardId(call.id, shard), ReadMode::kUnlocked);
+  StoredState read = StorageFor(call).read(ShardId(call.id, shard), ReadMode::kUnlockedForWrite);
   out->shard = shard;
   out->state = LiveFor(call, read, ClockNow());
   if (stored != nullptr) *stored = read;

@@ -1,6 +1,7 @@
 // Argument reading and result forming for the SQL functions.
 #include "fn_args.h"
 
+#include "catalog.h"
 #include "clock.h"
 #include "limits_json.h"
 
@@ -9,7 +10,9 @@ extern "C" {
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/typcache.h"
 #include "utils/timestamp.h"
 }
 
@@ -35,6 +38,14 @@ Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) 
   if (isnull)
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("result.%s must not be null", name)));
   return value;
+}
+
+// Forms a ratelimit_result from a decision.
+Datum ResultDatum(TupleDesc desc, const Decision& decision) {
+  Datum values[5];
+  bool nulls[5];
+  EncodeDecision(decision, values, nulls);
+  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
 }  // namespace
@@ -74,19 +85,26 @@ LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int conf
   return call;
 }
 
-// Forms a ratelimit_result from a decision.
-Datum ResultDatum(TupleDesc desc, const Decision& decision) {
-  Datum values[5];
-  bool nulls[5];
-  EncodeDecision(decision, values, nulls);
-  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-}
-
 TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "ratelimit: return type must be a row type");
   return BlessTupleDesc(desc);
+}
+
+Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
+  // The declared result type's descriptor from the type cache (a named
+  // composite type, ratelimit_result): no copy per call, as
+  // get_call_result_type makes. A function declared otherwise asks it.
+  Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
+  if (type == RECORDOID) return ResultDatum(ResultDesc(fcinfo), decision);
+  TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+  Datum values[5];
+  bool nulls[5];
+  EncodeDecision(decision, values, nulls);
+  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+  ReleaseTupleDesc(desc);
+  return HeapTupleGetDatum(tuple);
 }
 
 void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }

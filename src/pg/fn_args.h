@@ -27,8 +27,8 @@ void RequireWritable(const char* function);
 
 // The function's result row type, blessed.
 TupleDesc ResultDesc(FunctionCallInfo fcinfo);
-// Forms a ratelimit_result from a decision.
-Datum ResultDatum(TupleDesc desc, const Decision& decision);
+// The function's ratelimit_result row for a decision.
+Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision);
 // A tuplestore for a materialized set-returning function's rows.
 Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc);
 // Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.

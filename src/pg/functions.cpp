@@ -39,7 +39,7 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
   if (consume) CountDecision(call, decision, shadow_refused);
   if (!decision.ok && throws) RaiseRateLimited(call, decision);
-  return ResultDatum(ResultDesc(fcinfo), decision);
+  return DecisionDatum(fcinfo, decision);
 }
 
 // Computes ratelimit_value's single row as a heap tuple in `cxt`.
@@ -145,7 +145,7 @@ Datum Refund(FunctionCallInfo fcinfo) {
   Decision decision = RefundTokens(&call, amount);
   DisconnectStorage(previous_sql_role);
   CountRefund(call, amount);
-  return ResultDatum(ResultDesc(fcinfo), decision);
+  return DecisionDatum(fcinfo, decision);
 }
 
 Datum Headers(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, -1); }

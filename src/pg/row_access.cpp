@@ -83,9 +83,11 @@ struct RowScan {
   TupleTableSlot* slot;
 };
 
-RowScan BeginRowScan(const StateTable& table, const LimitId& id, Snapshot snapshot) {
+// lockmode: the index's lock, the table's (as the executor opens a result
+// relation's index for a scan).
+RowScan BeginRowScan(const StateTable& table, const LimitId& id, Snapshot snapshot, LOCKMODE lockmode) {
   RowScan rs{};
-  rs.index = index_open(id.key_text ? table.keyed_index : table.null_key_index, AccessShareLock);
+  rs.index = index_open(id.key_text ? table.keyed_index : table.null_key_index, lockmode);
   ScanKeyData keys[3];
   int nkeys = FillIndexKeys(rs.index, id, keys);
   rs.scan = compat::BeginIndexScan(table.rel, rs.index, snapshot, nkeys);
@@ -163,9 +165,23 @@ struct RowWriter {
   ResultRelInfo* rri;
   EPQState epq;
   MemoryContext outer;
+  bool indexes_open;
 };
 
-void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative) {
+// Opens the table's indexes for the write (once).
+void OpenIndexes(RowWriter* w, bool speculative) {
+  if (w->indexes_open) return;
+  ExecOpenIndices(w->rri, speculative);
+  w->indexes_open = true;
+}
+
+// open_indexes false: the write opens them (OpenIndexes) only if it needs
+// them: an update that is not HOT. The step holds the table's ROW
+// EXCLUSIVE lock from before the update, so no index can become ready for
+// inserts between the update and the opening (CREATE INDEX CONCURRENTLY
+// waits for that lock first), and the heap update's HOT decision is the
+// one a concurrently built index is prepared for.
+void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative, bool open_indexes = true) {
   Relation rel = table.rel;
   w->estate = CreateExecutorState();
   w->outer = MemoryContextSwitchTo(w->estate->es_query_cxt);
@@ -183,7 +199,13 @@ void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative) {
   w->estate->es_output_cid = GetCurrentCommandId(true);
   w->estate->es_snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : InvalidSnapshot;
   compat::InitEpqState(&w->epq, w->estate);
-  ExecOpenIndices(w->rri, speculative);
+  if (table.installed_check != nullptr) {
+    // What ExecRelCheck would prepare on its first use in this EState.
+    w->rri->ri_ConstraintExprs = static_cast<ExprState**>(palloc(sizeof(ExprState*)));
+    w->rri->ri_ConstraintExprs[0] = table.installed_check;
+  }
+  w->indexes_open = false;
+  if (open_indexes) OpenIndexes(w, speculative);
   AfterTriggerBeginQuery();
 }
 
@@ -191,7 +213,7 @@ void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative) {
 // (the relation stays open: the caller opened it).
 void EndRowWrite(RowWriter* w) {
   AfterTriggerEndQuery(w->estate);
-  ExecCloseIndices(w->rri);
+  if (w->indexes_open) ExecCloseIndices(w->rri);
   EvalPlanQualEnd(&w->epq);
   ExecResetTupleTable(w->estate->es_tupleTable, false);
   MemoryContextSwitchTo(w->outer);
@@ -257,8 +279,11 @@ bool UpdateIfNewest(RowWriter* w, ItemPointerData tid, TupleTableSlot* slot) {
   if (result != TM_Ok)
     elog(ERROR, "ratelimit: unexpected table_tuple_update status %d", static_cast<int>(result));
   List* recheck = NIL;
-  if (w->rri->ri_NumIndices > 0 && compat::NeedsIndexEntries(update_indexes))
-    recheck = compat::InsertIndexEntriesForUpdate(w->rri, slot, w->estate, update_indexes);
+  if (compat::NeedsIndexEntries(update_indexes)) {
+    OpenIndexes(w, false);
+    if (w->rri->ri_NumIndices > 0)
+      recheck = compat::InsertIndexEntriesForUpdate(w->rri, slot, w->estate, update_indexes);
+  }
   ExecARUpdateTriggers(w->estate, w->rri, nullptr, nullptr, &tid, nullptr, slot, recheck, nullptr, false);
   list_free(recheck);
   return true;
@@ -419,13 +444,15 @@ bool HasBeforeRowUpdateTriggers(const ResultRelInfo* rri) {
 StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode) {
   CommandCounterIncrement();
   Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-  RowScan rs = BeginRowScan(table, id, snapshot);
+  bool unlocked = mode == ReadMode::kUnlocked || mode == ReadMode::kUnlockedForWrite;
+  RowScan rs = BeginRowScan(table, id, snapshot,
+                            mode == ReadMode::kUnlockedForWrite ? RowExclusiveLock : AccessShareLock);
   StoredState out = NoStoredRow();
   if (index_getnext_slot(rs.scan, ForwardScanDirection, rs.slot)) {
     ItemPointerData tid = rs.slot->tts_tid;
-    LockResult lock = mode == ReadMode::kUnlocked ? LockResult::kLocked
-                                                  : LockVersion(table.rel, &tid, snapshot, rs.slot,
-                                                                mode == ReadMode::kLockSkipLocked, true);
+    LockResult lock =
+        unlocked ? LockResult::kLocked
+                 : LockVersion(table.rel, &tid, snapshot, rs.slot, mode == ReadMode::kLockSkipLocked, true);
     if (lock == LockResult::kLocked) out = StoredStateFromSlot(rs.slot, table.columns);
     out.busy = lock == LockResult::kBusy;
   }
@@ -441,7 +468,7 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
 // caller could not do anyway (README, Security).
 bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked) {
   RowWriter w;
-  BeginRowWrite(table, &w, false);
+  BeginRowWrite(table, &w, false, false);
   TupleTableSlot* old_slot = table_slot_create(table.rel, &w.estate->es_tupleTable);
   ItemPointerData at = tid;
   bool updated = false;
@@ -460,6 +487,7 @@ bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const 
   if (table_tuple_fetch_row_version(table.rel, &at, SnapshotAny, old_slot)) {
     TupleTableSlot* new_slot = NewVersion(table, old_slot, row, w.estate);
     if (locked) {
+      OpenIndexes(&w, false);
       ExecSimpleRelationUpdate(w.rri, w.estate, &w.epq, old_slot, new_slot);
       // table_tuple_update gives the slot the new version's tid; a BEFORE
       // ROW trigger that returned NULL skipped the update and left none.

@@ -97,7 +97,8 @@ StoredState RunRead(const LimitId& id, Statement statement) {
 // A row SKIP LOCKED passed over reads as busy: SQL cannot tell it from no
 // row, so a second, unlocked read tells.
 StoredState ReadStateSql(const LimitId& id, ReadMode mode) {
-  if (mode == ReadMode::kUnlocked) return RunRead(id, Statement::kRead);
+  if (mode == ReadMode::kUnlocked || mode == ReadMode::kUnlockedForWrite)
+    return RunRead(id, Statement::kRead);
   if (mode == ReadMode::kLock) return RunRead(id, Statement::kLock);
   StoredState out = RunRead(id, Statement::kLockSkipLocked);
   if (!out.state.exists) out.busy = RunRead(id, Statement::kRead).state.exists;

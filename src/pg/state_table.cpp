@@ -348,8 +348,24 @@ struct TableShape {
   bool direct_write;
   bool direct_insert;
   bool direct_delete;
+  ExprState* installed_check;
+  MemoryContext memory;  // holds installed_check
 };
 TableShape shape{};
+
+// The installed shard check, prepared (as ExecRelCheck prepares a CHECK)
+// in the shape's own memory, if it is the table's only CHECK; else nullptr.
+ExprState* PrepareInstalledCheck(Relation rel, MemoryContext memory) {
+  const TupleConstr* constr = RelationGetDescr(rel)->constr;
+  if (constr == nullptr || constr->num_check != 1 || !IsInstalledShardCheck(constr->check[0]) ||
+      !compat::CheckEnforced(constr->check[0]) || compat::HasVirtualGeneratedColumns(constr))
+    return nullptr;
+  MemoryContext outer = MemoryContextSwitchTo(memory);
+  auto* expr = static_cast<Expr*>(stringToNode(constr->check[0].ccbin));
+  ExprState* prepared = ExecInitExpr(expression_planner(expr), nullptr);
+  MemoryContextSwitchTo(outer);
+  return prepared;
+}
 
 TableShape DeriveShape(Relation rel) {
   TableShape found{};
@@ -368,6 +384,9 @@ TableShape DeriveShape(Relation rel) {
                        !HasStatementLevelUpdateTriggers(rel);
   found.direct_insert = found.direct_write && !HasStatementLevelInsertTriggers(rel);
   found.direct_delete = found.direct_write && !HasStatementLevelDeleteTriggers(rel);
+  found.memory =
+      AllocSetContextCreate(CacheMemoryContext, "ratelimit state table shape", ALLOCSET_SMALL_SIZES);
+  found.installed_check = PrepareInstalledCheck(rel, found.memory);
   return found;
 }
 
@@ -381,6 +400,10 @@ const TableShape& ShapeOf(Relation rel) {
   // Opening the indexes may have processed an invalidation: remember the
   // shape only if none arrived meanwhile (the next step derives it again).
   found.generation = StateTableGeneration() == generation ? generation : 0;
+  // A write of this transaction may still use the old shape's check (a
+  // trigger's nested call derives the shape again while the outer write is
+  // under way): its memory goes with the transaction.
+  if (shape.memory != nullptr) MemoryContextSetParent(shape.memory, TopTransactionContext);
   shape = found;
   return shape;
 }
@@ -405,6 +428,7 @@ StateTable OpenStateTable(LOCKMODE mode) {
   table.direct_write = found.direct_write;
   table.direct_insert = found.direct_insert;
   table.direct_delete = found.direct_delete;
+  table.installed_check = found.installed_check;
   return table;
 }
 

@@ -9,6 +9,7 @@
 #include "storage.h"
 
 extern "C" {
+#include "nodes/execnodes.h"
 #include "nodes/nodes.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
@@ -51,6 +52,12 @@ struct StateTable {
   // statement-level INSERT (DELETE) triggers or transition tables.
   bool direct_insert;
   bool direct_delete;
+  // The table's CHECK constraints are exactly the installed shard check,
+  // prepared once per state table generation (it calls built-in functions
+  // only): a write hands it to the executor instead of having
+  // ExecConstraints parse and prepare it on every call. nullptr: the
+  // executor prepares the table's checks itself.
+  ExprState* installed_check;
 };
 
 // Whether an SQL statement of kind `command` (CMD_SELECT for reads and

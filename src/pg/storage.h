@@ -43,7 +43,11 @@ struct RowWrite {
   Micros idle_at;
 };
 
-enum class ReadMode { kUnlocked, kLock, kLockSkipLocked };
+// How a step reads a row: without a row lock (kUnlockedForWrite: the
+// caller means to write it next, so the storage may take the lock its
+// write takes at once, as an UPDATE locks its table before it reads), or
+// locked as SELECT ... FOR UPDATE [SKIP LOCKED] locks it.
+enum class ReadMode { kUnlocked, kUnlockedForWrite, kLock, kLockSkipLocked };
 
 // One stored row as the ratelimit_status view reports it.
 struct StatusRow {

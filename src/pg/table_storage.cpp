@@ -20,7 +20,18 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-LOCKMODE ReadLockMode(ReadMode mode) { return mode == ReadMode::kUnlocked ? AccessShareLock : RowShareLock; }
+LOCKMODE ReadLockMode(ReadMode mode) {
+  switch (mode) {
+    case ReadMode::kUnlocked:
+      return AccessShareLock;
+    case ReadMode::kUnlockedForWrite:
+      return RowExclusiveLock;
+    case ReadMode::kLock:
+    case ReadMode::kLockSkipLocked:
+      break;
+  }
+  return RowShareLock;
+}
 
 // The first field-4 value of the creation locks' tags: pg_advisory_lock
 // uses 1 (one int8 key) and 2 (two int4 keys).
