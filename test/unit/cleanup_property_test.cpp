@@ -6,7 +6,7 @@
 // same in both. The stores read and write rows the way the adapter does:
 // a call decides on LiveState (a row past idle_at is no row) and stores
 // (next, full_at); a config change carries each row with CarryRow, or
-// deletes it when the kind changes (stored_kind.cpp, config_changes.cpp).
+// deletes it when the kind changes (row_codec.cpp, config_changes.cpp).
 #include <gtest/gtest.h>
 
 #include <map>
