@@ -77,6 +77,19 @@ SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "dp", "key": 
 SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
 ALTER TABLE ratelimit_state DROP CONSTRAINT dp_small;
 
+-- The installed shard CHECK is prepared once per change of the table; one
+-- replaced under its name (built-in functions only) is the one enforced
+-- from the next call on, in the same session and transaction.
+BEGIN;
+SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
+ALTER TABLE ratelimit_state DROP CONSTRAINT ratelimit_state_shard_check;
+ALTER TABLE ratelimit_state ADD CONSTRAINT ratelimit_state_shard_check
+  CHECK (shard >= 0 AND (name <> 'dp' OR key <> 'a' OR value >= 50));
+SELECT pg_temp.try($$ SELECT ratelimit_limit('dp', 'a', '{"kind": "token bucket", "rate": 100, "period": "1 minute"}', 45) $$);
+ROLLBACK;
+SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 45);
+SELECT ok FROM ratelimit_refund('dp', 'a', 45, :cfg);
+
 -- An added trigger fires on every write.
 CREATE TABLE dp_log (op text, key text, value double precision);
 CREATE FUNCTION dp_log_write() RETURNS trigger LANGUAGE plpgsql AS $$
