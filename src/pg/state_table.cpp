@@ -335,21 +335,14 @@ Oid LockStateTable(LOCKMODE mode) {
 
 namespace {
 
-// What a step derives from the locked table, and the generation (catalog.h)
-// it was derived in.
+// What a step derives from the locked table (a StateTable without its
+// relation), and the generation (catalog.h) it was derived in.
 struct TableShape {
   uint64 generation;  // 0: none
   Oid relid;
-  StateColumns columns;
-  Oid keyed_index;
-  Oid null_key_index;
-  bool deterministic;  // name and key compare by their bytes
-  bool direct_read;
-  bool direct_write;
-  bool direct_insert;
-  bool direct_delete;
-  ExprState* installed_check;
-  MemoryContext memory;  // holds installed_check
+  bool deterministic;    // name and key compare by their bytes
+  MemoryContext memory;  // holds facts.installed_check
+  StateTable facts;
 };
 TableShape shape{};
 
@@ -370,23 +363,23 @@ ExprState* PrepareInstalledCheck(Relation rel, MemoryContext memory) {
 TableShape DeriveShape(Relation rel) {
   TableShape found{};
   found.relid = RelationGetRelid(rel);
-  found.columns = FindColumns(rel);
-  const StateColumns& c = found.columns;
-  found.keyed_index = CheckedIndex(rel, kKeyedIndexName, c, false);
-  found.null_key_index = CheckedIndex(rel, kNullKeyIndexName, c, true);
-  found.deterministic = DeterministicIdentity(rel, c);
+  StateTable& t = found.facts;
+  t.columns = FindColumns(rel);
+  t.keyed_index = CheckedIndex(rel, kKeyedIndexName, t.columns, false);
+  t.null_key_index = CheckedIndex(rel, kNullKeyIndexName, t.columns, true);
+  found.deterministic = DeterministicIdentity(rel, t.columns);
   Form_pg_class form = rel->rd_rel;
   // Row security and inheritance children change what an SQL statement on
   // the table sees; a probe of the table's own index would not.
-  found.direct_read = ColumnTypesAsInstalled(rel, c) && OidIsValid(found.keyed_index) &&
-                      OidIsValid(found.null_key_index) && !form->relrowsecurity && !form->relhassubclass;
-  found.direct_write = found.direct_read && form->relkind == RELKIND_RELATION && rel->rd_rules == nullptr &&
-                       !HasStatementLevelUpdateTriggers(rel);
-  found.direct_insert = found.direct_write && !HasStatementLevelInsertTriggers(rel);
-  found.direct_delete = found.direct_write && !HasStatementLevelDeleteTriggers(rel);
+  t.direct_read = ColumnTypesAsInstalled(rel, t.columns) && OidIsValid(t.keyed_index) &&
+                  OidIsValid(t.null_key_index) && !form->relrowsecurity && !form->relhassubclass;
+  t.direct_write = t.direct_read && form->relkind == RELKIND_RELATION && rel->rd_rules == nullptr &&
+                   !HasStatementLevelUpdateTriggers(rel);
+  t.direct_insert = t.direct_write && !HasStatementLevelInsertTriggers(rel);
+  t.direct_delete = t.direct_write && !HasStatementLevelDeleteTriggers(rel);
   found.memory =
       AllocSetContextCreate(CacheMemoryContext, "ratelimit state table shape", ALLOCSET_SMALL_SIZES);
-  found.installed_check = PrepareInstalledCheck(rel, found.memory);
+  t.installed_check = PrepareInstalledCheck(rel, found.memory);
   return found;
 }
 
@@ -396,7 +389,7 @@ const TableShape& ShapeOf(Relation rel) {
   uint64 generation = StateTableGeneration();
   if (shape.generation == generation && shape.relid == RelationGetRelid(rel)) return shape;
   TableShape found = DeriveShape(rel);
-  WatchProbeIndexes(found.keyed_index, found.null_key_index);
+  WatchProbeIndexes(found.facts.keyed_index, found.facts.null_key_index);
   // Opening the indexes may have processed an invalidation: remember the
   // shape only if none arrived meanwhile (the next step derives it again).
   found.generation = StateTableGeneration() == generation ? generation : 0;
@@ -411,9 +404,8 @@ const TableShape& ShapeOf(Relation rel) {
 }  // namespace
 
 StateTable OpenStateTable(LOCKMODE mode) {
-  StateTable table{};
-  table.rel = table_open(LockStateTable(mode), NoLock);
-  const TableShape& found = ShapeOf(table.rel);
+  Relation rel = table_open(LockStateTable(mode), NoLock);
+  const TableShape& found = ShapeOf(rel);
   if (!found.deterministic)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("ratelimit: the name and key columns of ratelimit_state must use a deterministic "
@@ -421,14 +413,8 @@ StateTable OpenStateTable(LOCKMODE mode) {
                     errdetail("Limits are told apart by the bytes of their name and key; a nondeterministic "
                               "collation would make two of them one row."),
                     errhint("ALTER TABLE ratelimit_state ALTER COLUMN ... TYPE text COLLATE \"C\".")));
-  table.columns = found.columns;
-  table.keyed_index = found.keyed_index;
-  table.null_key_index = found.null_key_index;
-  table.direct_read = found.direct_read;
-  table.direct_write = found.direct_write;
-  table.direct_insert = found.direct_insert;
-  table.direct_delete = found.direct_delete;
-  table.installed_check = found.installed_check;
+  StateTable table = found.facts;
+  table.rel = rel;
   return table;
 }
 
