@@ -42,6 +42,27 @@ cluster_os_user() {
 # paths (below ROOT/tmp), so that programs on the host reach the socket. Unset,
 # everything runs on the host as before.
 
+# Fails, saying what is missing, unless $1 (a path, or a command name looked
+# up in PATH) can be run on the host; $2 says what it is for. A test stage
+# whose program is missing fails: it is never skipped.
+require_program() {
+  if [[ $1 == */* ]]; then
+    [ -f "$1" ] && [ -x "$1" ] && return 0
+  else
+    command -v "$1" >/dev/null && return 0
+  fi
+  echo "FAIL: $1 is missing${2:+ ($2)}" >&2
+  return 127
+}
+
+# The same for a program of the cluster's installation ($1, an absolute path
+# as seen there): in RATELIMIT_CHROOT when set.
+require_server_program() {
+  [ -f "${RATELIMIT_CHROOT:-}$1" ] && [ -x "${RATELIMIT_CHROOT:-}$1" ] && return 0
+  echo "FAIL: $1 is missing${RATELIMIT_CHROOT:+ in $RATELIMIT_CHROOT}${2:+ ($2)}" >&2
+  return 127
+}
+
 # Runs a command as the cluster's OS user (in RATELIMIT_CHROOT when set, with
 # PGHOST as seen there).
 as_cluster_user() {
