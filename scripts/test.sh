@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
-# libpqxx client contention tests, the C++ client's API tests, the example
-# HTTP service's end-to-end test, the fault tests and the DDL-under-load
-# tests (both crash and restart the server) against a throwaway cluster,
-# every SQL function under valgrind's memcheck (its own cluster), then the
-# unit and client tests again built with ASan+UBSan. Then, for each other
-# supported major (RATELIMIT_MAJORS, default "17 18"; empty skips them), in a
-# chroot of the Debian suite that carries it (scripts/pgmajors.sh): that
-# major's make installcheck and the client, fault and DDL-under-load tests.
-# A stage whose program is missing fails; none is skipped. Installs missing
-# Debian packages first.
+# Runs every test. Which stage runs on which PostgreSQL major:
+#
+#   stage                                                      15  17  18
+#   C++ unit tests (CTest), and again under ASan+UBSan          x   -   -
+#   build of the extension with -Werror                         x   x   x
+#   pg_regress and the isolation specs (make installcheck)      x   x   x
+#   ratelimit_stats preloaded (scripts/stats-test.sh)           x   x   x
+#   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
+#   libpqxx contention and C++ client API tests                 x   x   x
+#   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
+#   fault tests, DDL under load (crash and restart)             x   x   x
+#   PGXN metadata, PL/Proxy, HTTP example, Debian package       x   -   -
+#
+# 15 is the host's server; each other supported major (RATELIMIT_MAJORS,
+# default "17 18"; empty skips them) runs in a chroot of the Debian suite
+# that carries it (scripts/pgmajors.sh), where its server, pg_regress,
+# valgrind and pgbouncer run; the client test programs are the host's
+# (CMake), against its socket. The unit, sanitizer and example stages test
+# code that does not depend on the server's major. A stage whose program is
+# missing fails; none is skipped. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -123,8 +132,10 @@ record $rc "server log free of crashes"
 stop_cluster
 
 # The stages run against another major ($1), in its cached chroot: build
-# there with its PGXS (-Werror), its make installcheck, and the host-built
-# libpqxx programs against its server. Unit and sanitizer runs are the host's.
+# there with its PGXS (-Werror), its make installcheck, the preloaded stats,
+# memcheck and pgbouncer stages with that major's server, valgrind and
+# pgbouncer, and the host-built libpqxx programs against its server. Unit and
+# sanitizer runs are the host's.
 test_major() {
   local major=$1 start=$SECONDS rc
   echo "== PG $major: $(major_suite "$major") root with postgresql-$major (scripts/pgmajors.sh)"
@@ -143,10 +154,16 @@ test_major() {
   echo "== PG $major: pg_regress and isolation specs (make installcheck)"
   rc=0; installcheck_in_major || rc=$?
   record $rc "PG $major: make installcheck"
+  echo "== PG $major: ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
+  stage "PG $major: stats with shared memory" scripts/stats-test.sh
+  echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
+  stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"
   stage "PG $major: client contention tests" build/client_tests
   echo "== PG $major: C++ client API tests (build/client_api_tests)"
   stage "PG $major: C++ client API tests" build/client_api_tests
+  echo "== PG $major: behind the root's pgbouncer, pool_mode = transaction (scripts/pgbouncer-test.sh)"
+  stage "PG $major: behind pgbouncer" scripts/pgbouncer-test.sh
   echo "== PG $major: fault tests (build/faults_test)"
   stage "PG $major: fault tests" build/faults_test
   ensure_server_running "PG $major: server running after the fault tests"
