@@ -22,8 +22,10 @@ start_valgrind_cluster -c shared_preload_libraries=ratelimit
 rc=0
 for file in "${files[@]}"; do
   echo "-- memcheck: $file"
-  if [[ $file == /* ]]; then file=$(server_path "$file"); else file=$src/$file; fi
-  run_pg_client "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -f "$file" >"$CLUSTER_DIR/psql.out" 2>&1 || {
+  [[ $file != /* ]] || file=$(server_path "$file")
+  # From the top of the source tree, where the files' \i paths start.
+  run_pg_client /usr/bin/env -C "$src" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -f "$file" \
+    >"$CLUSTER_DIR/psql.out" 2>&1 || {
     rc=1
     echo "FAILED: $file did not run to the end:"
     tail -20 "$CLUSTER_DIR/psql.out"
