@@ -2,7 +2,12 @@
 # Source it; it defines functions only.
 
 PG_MAJOR=15
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+# The server's programs: the host's PostgreSQL 15, unless RATELIMIT_CHROOT is
+# set (below) and PG_BINDIR with it, as scripts/pgmajors.sh's enter_major
+# exports them for the scripts a test command runs against another major.
+if [ -z "${RATELIMIT_CHROOT:-}" ] || [ -z "${PG_BINDIR:-}" ]; then
+  PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+fi
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
                     cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer
                     postgresql-$PG_MAJOR-plproxy)
@@ -41,6 +46,81 @@ cluster_os_user() {
 # root) in it, as its postgres user, while CLUSTER_DIR and PGHOST stay host
 # paths (below ROOT/tmp), so that programs on the host reach the socket. Unset,
 # everything runs on the host as before.
+
+# Runs a command as root where the cluster's PostgreSQL is installed: in
+# RATELIMIT_CHROOT when set, with a clean environment (the host's compiler
+# flags or library paths mean nothing there; pass NAME=value arguments first,
+# as to env), otherwise on the host.
+in_server_root() {
+  if [ -n "${RATELIMIT_CHROOT:-}" ]; then
+    chroot "$RATELIMIT_CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
+  else
+    env "$@"
+  fi
+}
+
+# Runs a client program of the cluster's PostgreSQL (psql, pg_regress,
+# pg_isready, ...) with the cluster's PGHOST (as seen there), PGPORT, PGUSER
+# and PGDATABASE, as far as they are set: in RATELIMIT_CHROOT or on the host
+# (in_server_root).
+run_pg_client() {
+  local vars=() name
+  [ -n "${PGHOST:-}" ] && vars+=("PGHOST=$(server_path "$PGHOST")")
+  for name in PGPORT PGUSER PGDATABASE; do
+    [ -n "${!name:-}" ] && vars+=("$name=${!name}")
+  done
+  in_server_root "${vars[@]}" "$@"
+}
+
+# The top of the source tree as the cluster's programs see it: with
+# RATELIMIT_CHROOT, the copy scripts/pgmajors.sh's enter_major made in the
+# root (MAJOR_SRC); otherwise the current directory.
+server_source_dir() {
+  if [ -z "${RATELIMIT_CHROOT:-}" ]; then
+    pwd
+  elif [ -n "${MAJOR_SRC:-}" ] && [ -d "$MAJOR_SRC" ]; then
+    server_path "$MAJOR_SRC"
+  else
+    echo "RATELIMIT_CHROOT is set but MAJOR_SRC (the source tree's copy in it) is not: use enter_major" >&2
+    return 1
+  fi
+}
+
+# Fails, saying what is missing, unless $1 (a path, or a command name looked
+# up in PATH) can be run on the host; $2 says what it is for. A test stage
+# whose program is missing fails: it is never skipped.
+require_program() {
+  if [[ $1 == */* ]]; then
+    [ -f "$1" ] && [ -x "$1" ] && return 0
+  else
+    command -v "$1" >/dev/null && return 0
+  fi
+  echo "FAIL: $1 is missing${2:+ ($2)}" >&2
+  return 127
+}
+
+# The same for a program of the cluster's installation ($1, an absolute path
+# as seen there): in RATELIMIT_CHROOT when set.
+require_server_program() {
+  [ -f "${RATELIMIT_CHROOT:-}$1" ] && [ -x "${RATELIMIT_CHROOT:-}$1" ] && return 0
+  echo "FAIL: $1 is missing${RATELIMIT_CHROOT:+ in $RATELIMIT_CHROOT}${2:+ ($2)}" >&2
+  return 127
+}
+
+# The pg_regress (pg_regress) or isolation tester (pg_isolation_regress) of
+# the cluster's PGXS, as a path where it runs (run_pg_client); fails if it is
+# missing.
+server_pgxs_program() {
+  local pkglibdir path
+  pkglibdir=$(in_server_root "$PG_BINDIR/pg_config" --pkglibdir) || return 1
+  case "$1" in
+    pg_regress) path=$pkglibdir/pgxs/src/test/regress/pg_regress ;;
+    pg_isolation_regress) path=$pkglibdir/pgxs/src/test/isolation/pg_isolation_regress ;;
+    *) echo "server_pgxs_program: unknown program $1" >&2; return 2 ;;
+  esac
+  require_server_program "$path" "PostgreSQL's PGXS: postgresql-server-dev" >&2 || return 1
+  echo "$path"
+}
 
 # Runs a command as the cluster's OS user (in RATELIMIT_CHROOT when set, with
 # PGHOST as seen there).
@@ -145,26 +225,44 @@ check_server_log_for_crashes() {
   fi
 }
 
-# Starts a throwaway cluster (as start_cluster does) whose postmaster runs
-# under valgrind's memcheck; every backend it forks is traced too, and each
-# process writes its report to $CLUSTER_DIR/valgrind.<pid>.log. Source paths
-# in the reports are printed in full (--fullpath-after=), so frames of the
-# extension's code can be told from PostgreSQL's.
+# Starts a throwaway cluster (as start_cluster does, in RATELIMIT_CHROOT too)
+# whose postmaster runs under valgrind's memcheck; every backend it forks is
+# traced too, and each process writes its report to
+# $CLUSTER_DIR/valgrind.<pid>.log. Source paths in the reports are printed in
+# full (--fullpath-after=), so frames of the extension's code can be told
+# from PostgreSQL's.
 start_valgrind_cluster() {
-  CLUSTER_DIR=$(mktemp -d /tmp/ratelimit-valgrind.XXXXXX)
+  require_server_program /usr/bin/valgrind "Debian package valgrind" || return 1
+  CLUSTER_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-valgrind.XXXXXX")
   chmod 755 "$CLUSTER_DIR"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
-  as_cluster_user "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres --no-sync >/dev/null
-  echo "-c listen_addresses='' -k $CLUSTER_DIR -p 5432 $*" >"$CLUSTER_DIR/server.opts"
-  as_cluster_user bash -c "valgrind --quiet --trace-children=yes --track-origins=yes --error-limit=no \
-    --fullpath-after= --num-callers=30 --log-file='$CLUSTER_DIR/valgrind.%p.log' \
-    '$PG_BINDIR/postgres' -D '$CLUSTER_DIR/data' $(cat "$CLUSTER_DIR/server.opts") \
-    > '$CLUSTER_DIR/server.log' 2>&1 &"
+  chown_to_cluster_user "$CLUSTER_DIR"
+  local dir
+  dir=$(server_path "$CLUSTER_DIR")
+  as_cluster_user "$PG_BINDIR/initdb" -D "$dir/data" -A trust -U postgres --no-sync >/dev/null
+  echo "-c listen_addresses='' -k $dir -p 5432 $*" >"$CLUSTER_DIR/server.opts"
+  as_valgrind_user bash -c "valgrind --quiet --trace-children=yes --track-origins=yes --error-limit=no \
+    --fullpath-after= --num-callers=30 --log-file='$dir/valgrind.%p.log' \
+    '$PG_BINDIR/postgres' -D '$dir/data' $(cat "$CLUSTER_DIR/server.opts") \
+    > '$dir/server.log' 2>&1 &"
   export PGHOST=$CLUSTER_DIR PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
   local _
-  for _ in $(seq 1 180); do "$PG_BINDIR/pg_isready" -q && return 0; sleep 1; done
+  for _ in $(seq 1 180); do run_pg_client "$PG_BINDIR/pg_isready" -q && return 0; sleep 1; done
   echo "the server under valgrind did not start" >&2
   return 1
+}
+
+# as_cluster_user for valgrind, which reads /proc/self/maps at start. In
+# RATELIMIT_CHROOT (which has no /proc: nothing is mounted in a root while
+# tests run) the command runs in a mount namespace of its own, where /proc
+# is mounted in the root: that mount is never seen by the host and goes away
+# with the namespace's last process, so nothing is left to unmount.
+as_valgrind_user() {
+  if [ -z "${RATELIMIT_CHROOT:-}" ]; then
+    as_cluster_user "$@"
+    return
+  fi
+  unshare --mount --propagation private -- sh -c 'mount -t proc proc "$0/proc" && exec "$@"' "$RATELIMIT_CHROOT" \
+    chroot --userspec=postgres:postgres "$RATELIMIT_CHROOT" "$@"
 }
 
 # Prints every memcheck error record of $CLUSTER_DIR/valgrind.*.log that has
@@ -186,11 +284,17 @@ memcheck_errors_in_extension() {
   return 1
 }
 
-# Stops a server started by start_valgrind_cluster (fast shutdown) and
+# Stops the server of start_valgrind_cluster (fast shutdown; up to five
+# minutes, as every process writes its report) and waits until it is down.
+stop_valgrind_server() {
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w -t 300 stop >/dev/null
+}
+
+# Stops a server started by start_valgrind_cluster (if still running) and
 # removes its directory.
 stop_valgrind_cluster() {
   [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w -t 300 stop >/dev/null 2>&1 || true
+  stop_valgrind_server 2>/dev/null || true
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""
 }

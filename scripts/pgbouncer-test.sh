@@ -13,35 +13,46 @@
 # unix socket in $CLUSTER_DIR/pgbouncer, with fewer server connections (8)
 # than the contention tests' clients, so transactions of different clients
 # share server connections. It is stopped by PID on exit, on failure too.
+# With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (a cluster of another
+# major, scripts/pgmajors.sh), pgbouncer, psql and pg_regress are the root's
+# and run there, and the host-built test programs reach pgbouncer's socket
+# below the root's /tmp. A missing program fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 : "${CLUSTER_DIR:?pgbouncer-test.sh: CLUSTER_DIR is not set (run it from scripts/test.sh)}"
 
 PGBOUNCER=/usr/sbin/pgbouncer
+require_server_program "$PGBOUNCER" "Debian package pgbouncer"
+require_program build/client_api_tests "the C++ client's API tests: cmake --build build"
+require_program build/client_tests "the contention tests: cmake --build build"
+PG_REGRESS=$(server_pgxs_program pg_regress)
+SRC=$(server_source_dir)
 BOUNCER_DIR=$CLUSTER_DIR/pgbouncer
 BOUNCER_PORT=6432
+# The directories as pgbouncer and the server see them.
+bouncer_dir=$(server_path "$BOUNCER_DIR")
 mkdir -p "$BOUNCER_DIR"
 echo '"postgres" ""' >"$BOUNCER_DIR/userlist.txt"
 cat >"$BOUNCER_DIR/pgbouncer.ini" <<INI
 [databases]
-* = host=$CLUSTER_DIR port=${PGPORT:-5432}
+* = host=$(server_path "$CLUSTER_DIR") port=${PGPORT:-5432}
 
 [pgbouncer]
 listen_addr =
 listen_port = $BOUNCER_PORT
-unix_socket_dir = $BOUNCER_DIR
+unix_socket_dir = $bouncer_dir
 auth_type = trust
-auth_file = $BOUNCER_DIR/userlist.txt
+auth_file = $bouncer_dir/userlist.txt
 pool_mode = transaction
 admin_users = postgres
 default_pool_size = 8
 max_client_conn = 200
-logfile = $BOUNCER_DIR/pgbouncer.log
-pidfile = $BOUNCER_DIR/pgbouncer.pid
+logfile = $bouncer_dir/pgbouncer.log
+pidfile = $bouncer_dir/pgbouncer.pid
 ignore_startup_parameters = extra_float_digits, options
 INI
-[ "$(id -u)" -eq 0 ] && chown -R postgres: "$BOUNCER_DIR"
+chown_to_cluster_user "$BOUNCER_DIR"
 
 stop_pgbouncer() {
   local pid
@@ -50,19 +61,18 @@ stop_pgbouncer() {
   for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 }
 trap stop_pgbouncer EXIT
-as_cluster_user "$PGBOUNCER" -d "$BOUNCER_DIR/pgbouncer.ini"
-for _ in $(seq 50); do "$PG_BINDIR/pg_isready" -q -h "$BOUNCER_DIR" -p $BOUNCER_PORT && break; sleep 0.1; done
+as_cluster_user "$PGBOUNCER" -d "$bouncer_dir/pgbouncer.ini"
 export PGHOST=$BOUNCER_DIR PGPORT=$BOUNCER_PORT
-mode=$("$PG_BINDIR/psql" -X -At -d pgbouncer -c "SHOW CONFIG" | awk -F'|' '$1 == "pool_mode" { print $2 }')
+for _ in $(seq 50); do run_pg_client "$PG_BINDIR/pg_isready" -q && break; sleep 0.1; done
+mode=$(run_pg_client "$PG_BINDIR/psql" -X -At -d pgbouncer -c "SHOW CONFIG" | awk -F'|' '$1 == "pool_mode" { print $2 }')
 [ "$mode" = transaction ] || { echo "pgbouncer is not in transaction mode ($mode)" >&2; exit 1; }
-echo "-- pgbouncer $("$PGBOUNCER" --version | head -1), pool_mode = $mode, on $BOUNCER_DIR:$BOUNCER_PORT"
+echo "-- pgbouncer $(as_cluster_user "$PGBOUNCER" --version | head -1), pool_mode = $mode, on $BOUNCER_DIR:$BOUNCER_PORT"
 
 failed=0
-"$PG_BINDIR/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pooled" -c "CREATE DATABASE pooled"
-"$PG_BINDIR/psql" -X -q -d pooled -c "CREATE EXTENSION ratelimit"
-PG_REGRESS=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
-if ! "$PG_REGRESS" --use-existing --dbname=pooled --bindir="$PG_BINDIR" --host="$BOUNCER_DIR" \
-     --port=$BOUNCER_PORT --inputdir=test/pgbouncer --outputdir="$BOUNCER_DIR/regress" pooled; then
+run_pg_client "$PG_BINDIR/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pooled" -c "CREATE DATABASE pooled"
+run_pg_client "$PG_BINDIR/psql" -X -q -d pooled -c "CREATE EXTENSION ratelimit"
+if ! run_pg_client "$PG_REGRESS" --use-existing --dbname=pooled --bindir="$PG_BINDIR" --host="$bouncer_dir" \
+     --port=$BOUNCER_PORT --inputdir="$SRC/test/pgbouncer" --outputdir="$bouncer_dir/regress" pooled; then
   cat "$BOUNCER_DIR/regress/regression.diffs" 2>/dev/null || true
   failed=1
 fi

@@ -19,10 +19,16 @@
 # major's pg_regress and isolation tester; the server (lib.sh's
 # start_cluster, with RATELIMIT_CHROOT set) runs in the root as its postgres
 # user, on a unix socket in the root's /tmp, which the host sees as
-# ROOT/tmp: the host-built libpqxx test programs connect there. Running the
-# tests needs no /proc, /dev or other mount (mmdebstrap creates the device
-# nodes), so nothing is mounted then; only mmdebstrap mounts while it
-# bootstraps, and unmounts itself. Needs root.
+# ROOT/tmp: the host-built libpqxx test programs connect there. The stats,
+# memcheck and pgbouncer scripts run their server-side programs (pg_regress,
+# psql, valgrind, pgbouncer) in the root the same way (lib.sh's
+# run_pg_client, server_source_dir; enter_major exports RATELIMIT_CHROOT,
+# PG_BINDIR and MAJOR_SRC for them). Running the tests needs no /dev or other
+# mount the host sees (mmdebstrap creates the device nodes); valgrind alone
+# needs /proc, mounted in the root only inside a mount namespace of its own
+# (lib.sh's as_valgrind_user), which goes with its processes. Only
+# mmdebstrap mounts on the host, while it bootstraps, and unmounts itself.
+# Needs root.
 
 RATELIMIT_CACHE=${RATELIMIT_CACHE:-/var/cache/ratelimit}
 MAJORS_SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,9 +61,10 @@ major_suite() {
 
 # The packages a root for major $1 holds besides the apt variant: the
 # server (with its client, psql), its PGXS with pg_regress and the isolation
-# tester, and a compiler.
+# tester, a compiler, and what the memcheck and pooler stages run in the
+# root: valgrind (with glibc's debug symbols, as on the host) and pgbouncer.
 major_packages() {
-  echo "postgresql-$1 postgresql-server-dev-$1 g++ make"
+  echo "postgresql-$1 postgresql-server-dev-$1 g++ make valgrind libc6-dbg pgbouncer"
 }
 
 # The cached root of major $1: its suite, and a hash of suite, packages and
@@ -145,12 +152,6 @@ stop_major_prefetch() {
   echo "the background bootstrap (process group $group) is still running" >&2
 }
 
-# Runs a command as root in the current major's root, with a clean
-# environment (the host's compiler flags or library paths mean nothing there).
-in_major_root() {
-  chroot "$RATELIMIT_CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"
-}
-
 # Switches lib.sh's cluster functions to major $1's (cached) root, and copies
 # the source tree (what git tracks or would track: no build output) into the
 # root's /tmp as MAJOR_SRC. One run at a time uses a root (runs of other
@@ -166,8 +167,9 @@ enter_major() {
     flock -w 3600 "$MAJOR_LOCK_FD" || return 1
   fi
   PG_BINDIR=/usr/lib/postgresql/$1/bin
-  export RATELIMIT_CHROOT PG_BINDIR
   MAJOR_SRC=$(mktemp -d "$RATELIMIT_CHROOT/tmp/ratelimit-src.XXXXXX")
+  # For the scripts a test command runs against this major (lib.sh).
+  export RATELIMIT_CHROOT PG_BINDIR MAJOR_SRC
   # Files deleted from the work tree but still tracked are skipped.
   git ls-files -z --cached --others --exclude-standard |
     tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$MAJOR_SRC"
@@ -178,15 +180,15 @@ enter_major() {
 build_and_install_in_major() {
   local pg_config=$PG_BINDIR/pg_config src
   src=$(server_path "$MAJOR_SRC")
-  in_major_root make -C "$src" -s -j2 PG_CONFIG="$pg_config" &&
-    in_major_root make -C "$src" -s install PG_CONFIG="$pg_config"
+  in_server_root make -C "$src" -s -j2 PG_CONFIG="$pg_config" &&
+    in_server_root make -C "$src" -s install PG_CONFIG="$pg_config"
 }
 
 # make installcheck (that major's pg_regress and isolation specs) in the
 # root, against the running throwaway cluster; prints the diffs on failure.
 installcheck_in_major() {
   local rc=0 diffs
-  in_major_root PGHOST="$(server_path "$CLUSTER_DIR")" PGPORT="$PGPORT" PGUSER="$PGUSER" \
+  in_server_root PGHOST="$(server_path "$CLUSTER_DIR")" PGPORT="$PGPORT" PGUSER="$PGUSER" \
     make -C "$(server_path "$MAJOR_SRC")" -s installcheck PG_CONFIG="$PG_BINDIR/pg_config" || rc=$?
   if [ $rc -ne 0 ]; then
     for diffs in "$MAJOR_SRC/regression.diffs" "$MAJOR_SRC/output_iso/regression.diffs"; do

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Runs every test: C++ unit tests, then pg_regress, the isolation specs, the
-# libpqxx client contention tests, the C++ client's API tests, the example
-# HTTP service's end-to-end test, the fault tests and the DDL-under-load
-# tests (both crash and restart the server) against a throwaway cluster,
-# every SQL function under valgrind's memcheck (its own cluster), then the
-# unit and client tests again built with ASan+UBSan. Then, for each other
-# supported major (RATELIMIT_MAJORS, default "17 18"; empty skips them), in a
-# chroot of the Debian suite that carries it (scripts/pgmajors.sh): that
-# major's make installcheck and the client, fault and DDL-under-load tests.
-# Installs missing Debian packages first.
+# Runs every test. Which stage runs on which PostgreSQL major:
+#
+#   stage                                                      15  17  18
+#   C++ unit tests (CTest), and again under ASan+UBSan          x   -   -
+#   build of the extension with -Werror                         x   x   x
+#   pg_regress and the isolation specs (make installcheck)      x   x   x
+#   ratelimit_stats preloaded (scripts/stats-test.sh)           x   x   x
+#   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
+#   libpqxx contention and C++ client API tests                 x   x   x
+#   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
+#   fault tests, DDL under load (crash and restart)             x   x   x
+#   PGXN metadata, PL/Proxy, HTTP example, Debian package       x   -   -
+#
+# 15 is the host's server; each other supported major (RATELIMIT_MAJORS,
+# default "17 18"; empty skips them) runs in a chroot of the Debian suite
+# that carries it (scripts/pgmajors.sh), where its server, pg_regress,
+# valgrind and pgbouncer run; the client test programs are the host's
+# (CMake), against its socket. The unit, sanitizer and example stages test
+# code that does not depend on the server's major. A stage whose program is
+# missing fails; none is skipped. Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -18,6 +28,15 @@ RATELIMIT_MAJORS=${RATELIMIT_MAJORS-17 18}
 passed=0
 failed=0
 record() { if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $2"; fi; }
+
+# Runs "$@" (a program of the tree: build/..., scripts/...) as the stage
+# named $1 and records its result; a missing program fails the stage.
+stage() {
+  local name=$1 rc=0
+  shift
+  if require_program "$1" "stage \"$name\""; then "$@" || rc=$?; else rc=127; fi
+  record $rc "$name"
+}
 
 # Starts the server again if a test that crashes it could not (later stages
 # need one), and records that as a failure.
@@ -46,8 +65,7 @@ start_cluster
 export CLUSTER_DIR PG_BINDIR
 
 echo "== PGXN metadata (scripts/check-meta.sh)"
-rc=0; scripts/check-meta.sh || rc=$?
-record $rc "PGXN metadata"
+stage "PGXN metadata" scripts/check-meta.sh
 
 echo "== pg_regress and isolation specs (make installcheck)"
 rc=0; make -s installcheck || rc=$?
@@ -57,43 +75,34 @@ fi
 record $rc "make installcheck"
 
 echo "== ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
-rc=0; scripts/stats-test.sh || rc=$?
-record $rc "stats with shared memory"
+stage "stats with shared memory" scripts/stats-test.sh
 
 echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
-rc=0; scripts/memcheck.sh || rc=$?
-record $rc "memcheck"
+stage "memcheck" scripts/memcheck.sh
 
 echo "== libpqxx client contention tests (build/client_tests)"
-rc=0; build/client_tests || rc=$?
-record $rc "client contention tests"
+stage "client contention tests" build/client_tests
 
 echo "== C++ client API tests (build/client_api_tests)"
-rc=0; build/client_api_tests || rc=$?
-record $rc "C++ client API tests"
+stage "C++ client API tests" build/client_api_tests
 
 echo "== behind pgbouncer, pool_mode = transaction (scripts/pgbouncer-test.sh)"
-rc=0; scripts/pgbouncer-test.sh || rc=$?
-record $rc "behind pgbouncer"
+stage "behind pgbouncer" scripts/pgbouncer-test.sh
 
 echo "== PL/Proxy router: ratelimit_proxy over 4 partitions, in one cluster and in separate clusters (scripts/plproxy-test.sh)"
-rc=0; scripts/plproxy-test.sh || rc=$?
-record $rc "PL/Proxy router"
+stage "PL/Proxy router" scripts/plproxy-test.sh
 
 echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
-rc=0; examples/http-api/run-e2e.sh || rc=$?
-record $rc "example HTTP service end-to-end"
+stage "example HTTP service end-to-end" examples/http-api/run-e2e.sh
 
 echo "== fault tests: kill, crash and restart, timeouts, DROP/CREATE EXTENSION, dump/restore (build/faults_test)"
-rc=0; build/faults_test || rc=$?
-record $rc "fault tests"
+stage "fault tests" build/faults_test
 # The crash test restarts the server itself; if it could not, later stages
 # still need one.
 ensure_server_running "server running after the fault tests"
 
 echo "== DDL under load: REINDEX CONCURRENTLY, CREATE/DROP INDEX, triggers, VACUUM FULL, CLUSTER, fillfactor while clients call; then a crash (build/ddl_load_test)"
-rc=0; build/ddl_load_test || rc=$?
-record $rc "DDL under load"
+stage "DDL under load" build/ddl_load_test
 ensure_server_running "server running after the DDL-under-load tests"
 
 echo "== sanitizers: core_tests and client_tests built with ASan+UBSan (build-asan)"
@@ -108,15 +117,14 @@ if [ $rc -eq 0 ]; then
   # Any ASan, LeakSanitizer or UBSan report makes the program fail (UBSan
   # through -fno-sanitize-recover=all).
   sanitizer_env=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
-  rc=0; env "${sanitizer_env[@]}" build-asan/core_tests --gtest_brief=1 || rc=$?
-  record $rc "unit tests under ASan+UBSan"
-  rc=0; env "${sanitizer_env[@]}" build-asan/client_tests || rc=$?
-  record $rc "client contention tests under ASan+UBSan"
+  export "${sanitizer_env[@]}"
+  stage "unit tests under ASan+UBSan" build-asan/core_tests --gtest_brief=1
+  stage "client contention tests under ASan+UBSan" build-asan/client_tests
+  unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 
 echo "== Debian package: dpkg-buildpackage, dpkg -i, installcheck against the installed files (scripts/package-test.sh)"
-rc=0; scripts/package-test.sh || rc=$?
-record $rc "Debian package"
+stage "Debian package" scripts/package-test.sh
 
 rc=0; check_server_log_for_crashes || rc=$?
 record $rc "server log free of crashes"
@@ -124,8 +132,10 @@ record $rc "server log free of crashes"
 stop_cluster
 
 # The stages run against another major ($1), in its cached chroot: build
-# there with its PGXS (-Werror), its make installcheck, and the host-built
-# libpqxx programs against its server. Unit and sanitizer runs are the host's.
+# there with its PGXS (-Werror), its make installcheck, the preloaded stats,
+# memcheck and pgbouncer stages with that major's server, valgrind and
+# pgbouncer, and the host-built libpqxx programs against its server. Unit and
+# sanitizer runs are the host's.
 test_major() {
   local major=$1 start=$SECONDS rc
   echo "== PG $major: $(major_suite "$major") root with postgresql-$major (scripts/pgmajors.sh)"
@@ -144,22 +154,22 @@ test_major() {
   echo "== PG $major: pg_regress and isolation specs (make installcheck)"
   rc=0; installcheck_in_major || rc=$?
   record $rc "PG $major: make installcheck"
+  echo "== PG $major: ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
+  stage "PG $major: stats with shared memory" scripts/stats-test.sh
+  echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
+  stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"
-  rc=0; build/client_tests || rc=$?
-  record $rc "PG $major: client contention tests"
+  stage "PG $major: client contention tests" build/client_tests
   echo "== PG $major: C++ client API tests (build/client_api_tests)"
-  rc=0; build/client_api_tests || rc=$?
-  record $rc "PG $major: C++ client API tests"
+  stage "PG $major: C++ client API tests" build/client_api_tests
+  echo "== PG $major: behind the root's pgbouncer, pool_mode = transaction (scripts/pgbouncer-test.sh)"
+  stage "PG $major: behind pgbouncer" scripts/pgbouncer-test.sh
   echo "== PG $major: fault tests (build/faults_test)"
-  rc=0; build/faults_test || rc=$?
-  record $rc "PG $major: fault tests"
+  stage "PG $major: fault tests" build/faults_test
   ensure_server_running "PG $major: server running after the fault tests"
-  if [ -x build/ddl_load_test ]; then
-    echo "== PG $major: DDL under load (build/ddl_load_test)"
-    rc=0; build/ddl_load_test || rc=$?
-    record $rc "PG $major: DDL under load"
-    ensure_server_running "PG $major: server running after the DDL-under-load tests"
-  fi
+  echo "== PG $major: DDL under load (build/ddl_load_test)"
+  stage "PG $major: DDL under load" build/ddl_load_test
+  ensure_server_running "PG $major: server running after the DDL-under-load tests"
   rc=0; check_server_log_for_crashes || rc=$?
   record $rc "PG $major: server log free of crashes"
   stop_cluster

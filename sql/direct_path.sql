@@ -4,15 +4,8 @@
 -- executor pieces on that path; and the fallback to SQL where rows cannot be
 -- read or written directly (a rule, a changed column type), so nothing
 -- anyone added to the table is bypassed.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 \set cfg '''{"kind": "token bucket", "rate": 100, "period": "1 minute"}'''
 \set sharded '''{"kind": "token bucket", "rate": 80, "period": "1 minute", "shards": 4}'''
 

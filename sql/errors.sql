@@ -1,12 +1,5 @@
 -- Every error path: its SQLSTATE and message, and that nothing was written.
-SET timezone = 'UTC';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql_support/setup.sql
 \set tb '''{"kind": "token bucket", "rate": 10, "period": 60000}'''
 
 -- NULL arguments that must not be NULL: 22004.

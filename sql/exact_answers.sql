@@ -3,15 +3,8 @@
 -- config per limit in limit_all, shadow mode never throwing for a count,
 -- cleanup never changing an answer, the override precedence, and error
 -- messages cut at a character boundary.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-03-01 12:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 CREATE ROLE exact_app;
 
 -- 1. No caller can lock out a defined limit by reserving: a definition

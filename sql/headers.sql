@@ -1,14 +1,7 @@
 -- ratelimit_headers: HTTP rate-limit headers for an answer, and
 -- ratelimit.error_format = postgrest (PostgREST's RAISE SQLSTATE 'PGRST').
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- The SQLSTATE, message and detail of a failing statement.
 CREATE FUNCTION pg_temp.error_of(query text, OUT state text, OUT message text, OUT detail text)
 LANGUAGE plpgsql AS $$

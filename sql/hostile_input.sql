@@ -5,17 +5,9 @@
 -- (22023 bad value, 22004 NULL, 42704 unknown named limit), and nothing may
 -- be written on error: the file ends by listing the state rows it left.
 -- Every name used here starts with 'hi-' (plus the empty name '').
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 
--- 'ok', or 'SQLSTATE: message'.
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- The query's single text value, or 'SQLSTATE: message'.
 CREATE FUNCTION pg_temp.show(query text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE result text;

@@ -1,5 +1,5 @@
 -- Several limits in one call: all or nothing, rows locked in canonical order.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 SELECT ratelimit_define('la-user', '{"kind": "token bucket", "rate": 3, "period": "1 minute"}');
 SELECT ratelimit_define('la-global', '{"kind": "fixed window", "rate": 5, "period": "1 minute", "start": 0}');
@@ -29,13 +29,6 @@ SELECT count(*) FROM ratelimit_limit_all('[]');
 SELECT * FROM ratelimit_limit_all('[{"name": "la-global"}, {"name": "la-user", "key": "u1"}]', throws => true);
 
 -- Errors: 22023 / 22004 / 42704, nothing written.
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all(NULL) $$);
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[]', NULL) $$);
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('{"name": "x"}') $$);

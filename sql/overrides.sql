@@ -1,13 +1,6 @@
 -- Limits as data: per-key overrides, the owner rule for defined names, kind
 -- mismatches and what a config change does to stored rows.
-SET timezone = 'UTC';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql_support/setup.sql
 CREATE FUNCTION pg_temp.rows() RETURNS TABLE (name text, key text, shard smallint, value float8, prev float8)
 LANGUAGE sql AS $$ SELECT name, key, shard, value, prev FROM ratelimit_state WHERE name LIKE 'ov%' ORDER BY 1, 2, 3 $$;
 SET ratelimit.now = '2026-01-01 00:00:00+00';

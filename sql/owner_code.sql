@@ -4,15 +4,8 @@
 -- wrote the table itself; where a call could only reach it through SQL run
 -- as the owner (rules, row security, changed column types, inheritance),
 -- a caller without the owner's privileges is refused with 42501.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-03-01 12:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT ratelimit_define('oc', '{"kind": "token bucket", "rate": 100, "period": "1 hour"}');
 
 -- The owner's audit trigger, written the common way: SET search_path =
@@ -72,13 +65,7 @@ SELECT name, key, by_role FROM public.audit ORDER BY key, by_role;
 -- table without the owner's grant: it fails as the caller's own INSERT
 -- would, and nothing is written.
 DISCARD TEMP;
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql_support/setup.sql
 SET ROLE oc_mallory;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('oc', 'mallory-key') $$);
 RESET ROLE;

@@ -1,12 +1,5 @@
 -- App roles can consume, check and read limits, but not tamper with them.
-SET timezone = 'UTC';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql_support/setup.sql
 SELECT ratelimit_define('priv', '{"kind": "token bucket", "rate": 2, "period": 60000}');
 CREATE ROLE ratelimit_app;
 SET ROLE ratelimit_app;
@@ -77,13 +70,7 @@ SELECT name, key, ok FROM public.ratelimit_limit_all('[{"name": "priv", "key": "
 RESET search_path;
 RESET ROLE;
 DROP SCHEMA optrap CASCADE;
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/sql_support/setup.sql
 
 -- Code the owner added to ratelimit_state (here a trigger, then a CHECK)
 -- runs as the calling role, in the caller's settings (its search_path), as

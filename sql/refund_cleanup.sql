@@ -1,13 +1,6 @@
 -- Refunds, jitter and cleanup.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 \set cfg '''{"kind": "token bucket", "rate": 100, "period": "1 minute"}'''
 
 -- An LLM call reserved 80 tokens but used 30: give 50 back.

@@ -1,15 +1,8 @@
 -- Shadow mode: "shadow": true decides as usual; a grant consumes, a call
 -- that would be refused is answered ok (retry_after NULL), consumes nothing
 -- and never raises PT429.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT ratelimit_define('sh', '{"kind": "token bucket", "rate": 2, "period": "1 minute", "shadow": true}');
 SELECT * FROM ratelimit_limit('sh', 'k');
 SELECT * FROM ratelimit_limit('sh', 'k');

@@ -1,7 +1,7 @@
 -- Sharded limits: one limit spread over N rows, each with 1/N of the rate,
 -- capacity and maxReserved. A call picks two shards at random and uses the
 -- one with more tokens, or both balanced when neither alone has enough.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 \set cfg '''{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 4}'''
 
@@ -53,13 +53,6 @@ SELECT ratelimit_reset('sh');
 SELECT count(*) FROM ratelimit_state WHERE name = 'sh';
 
 -- A count two shards can never hold is a configuration error.
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 4}', 51) $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 0}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('sh', NULL, '{"kind": "token bucket", "rate": 100, "period": "1 hour", "shards": 1025}') $$);

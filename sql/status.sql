@@ -1,13 +1,6 @@
 -- The ratelimit_status view: every stored row with its kind and value now.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT ratelimit_define('st_bucket', '{"kind": "token bucket", "rate": 10, "period": "10 seconds"}');
 SELECT ratelimit_define('st_fixed', '{"kind": "fixed window", "rate": 5, "period": "1 minute", "start": "2026-01-01 00:00:00+00"}');
 SELECT ratelimit_define('st_sliding', '{"kind": "sliding window", "rate": 4, "period": "1 minute", "start": "2026-01-01 00:00:00+00"}');

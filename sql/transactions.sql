@@ -1,5 +1,5 @@
 -- Limits commit and roll back with the caller's transaction.
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 \set cfg '''{"kind": "token bucket", "rate": 5, "period": 60000}'''
 
@@ -58,13 +58,6 @@ SELECT count(*) FROM ratelimit_definition WHERE name = 'tx-named';
 
 -- A read-only transaction (and a standby) can check and read, but every
 -- function that writes is 25006, on an existing row too, and writes nothing.
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 SELECT ok FROM ratelimit_limit('tx', 'ro', :cfg, 1);
 SELECT ratelimit_define('tx-ro', :cfg);
 BEGIN READ ONLY;

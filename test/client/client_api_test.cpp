@@ -21,7 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "support.h"
+
 namespace {
+
+using client_test::Connect;
 
 using ratelimit::TimePoint;
 using std::chrono::hours;
@@ -38,14 +42,6 @@ std::string Name(const std::string& test) { return "client_api_test." + g_run_id
 // The frozen clock most tests use, and that moment as a TimePoint.
 constexpr char kFrozenNow[] = "2030-01-01 00:30:00+00";
 const TimePoint kFrozen = TimePoint(seconds(1893456000 + 1800));  // 2030-01-01T00:30:00Z
-
-// Opens a connection from the environment; a hang fails the test instead of blocking it.
-std::unique_ptr<pqxx::connection> Connect(const std::string& options = "") {
-  auto conn = std::make_unique<pqxx::connection>(options);
-  pqxx::nontransaction tx(*conn);
-  tx.exec0("SET statement_timeout = '20s'");
-  return conn;
-}
 
 // Freezes the extension's clock for the rest of `tx` (superuser-only GUC).
 void Freeze(pqxx::transaction_base& tx, const char* at = kFrozenNow) {
@@ -236,14 +232,7 @@ TEST(RefusalDetail, IsoTimestamps) {
 // ---------------------------------------------------------------------------
 // Against the server.
 
-class ApiTest : public ::testing::Test {
- protected:
-  void SetUp() override { conn_ = Connect(); }
-  pqxx::connection& Conn() { return *conn_; }
-
- private:
-  std::unique_ptr<pqxx::connection> conn_;
-};
+class ApiTest : public client_test::ConnectedTest {};
 
 // limit, check, value and reset with an inline config, on the frozen clock: exact answers.
 TEST_F(ApiTest, InlineRoundTrip) {
@@ -916,47 +905,29 @@ TEST_F(ApiTest, QuotedSchema) {
 
 // Creates the extension if needed, finds its schema, picks the run id, and removes this run's rows and
 // definitions at the end (best effort).
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    try {
-      auto conn = Connect();
-      pqxx::work tx(*conn);
-      tx.exec0("CREATE EXTENSION IF NOT EXISTS ratelimit");
-      g_schema = ratelimit::extension_schema(tx).value();
-      g_run_id =
-          std::to_string(getpid()) + "." +
-          tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<std::string>();
-      tx.commit();
-    } catch (const std::exception& e) {
-      FAIL() << "cannot set up the server (is PGHOST etc. set, and the extension installed?): " << e.what();
-    }
+class ApiEnvironment : public client_test::ServerEnvironment {
+  void SetUpServer() override {
+    auto conn = Connect();
+    pqxx::work tx(*conn);
+    tx.exec0("CREATE EXTENSION IF NOT EXISTS ratelimit");
+    g_schema = ratelimit::extension_schema(tx).value();
+    g_run_id = client_test::ProcessAndServerClockId(tx);
+    tx.commit();
   }
 
-  void TearDown() override {
-    try {
-      auto conn = Connect();
-      pqxx::work tx(*conn);
-      const std::string schema = tx.quote_name(g_schema);
-      const std::string prefix = "client_api_test." + g_run_id + ".";
-      tx.exec_params0("DELETE FROM " + schema + ".ratelimit_state WHERE starts_with(name, $1)", prefix);
-      tx.exec_params0("DELETE FROM " + schema + ".ratelimit_definition WHERE starts_with(name, $1)", prefix);
-      tx.commit();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "note: could not remove this run's rate limit rows: %s\n", e.what());
-    }
+  void TearDownServer() override {
+    auto conn = Connect();
+    pqxx::work tx(*conn);
+    const std::string schema = tx.quote_name(g_schema);
+    const std::string prefix = "client_api_test." + g_run_id + ".";
+    tx.exec_params0("DELETE FROM " + schema + ".ratelimit_state WHERE starts_with(name, $1)", prefix);
+    tx.exec_params0("DELETE FROM " + schema + ".ratelimit_definition WHERE starts_with(name, $1)", prefix);
+    tx.commit();
   }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
-    return RUN_ALL_TESTS();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "client_api_tests: %s\n", e.what());
-    return 1;
-  }
+  return client_test::RunAllTests(argc, argv, new ApiEnvironment, "client_api_tests");
 }

@@ -20,7 +20,6 @@
 // attribute a grant to a window only when both ends agree.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -40,12 +39,12 @@
 #include <thread>
 #include <vector>
 
+#include "support.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Micros = std::int64_t;
+using namespace client_test;
 
-constexpr Micros kMicrosPerSecond = 1000000;
 constexpr Micros kMicrosPerMilli = 1000;
 
 // Set once by the environment below.
@@ -56,22 +55,6 @@ std::string Fn(const char* function) { return g_schema + "." + function; }
 
 // A limit name of this run; each test passes its own suffix.
 std::string LimitName(const std::string& test) { return "client_test." + g_run_id + "." + test; }
-
-// Opens a connection from the environment with a statement timeout, so that a
-// hang fails the test instead of blocking it forever.
-std::unique_ptr<pqxx::connection> Connect() {
-  auto conn = std::make_unique<pqxx::connection>("");
-  pqxx::nontransaction tx(*conn);
-  tx.exec0("SET statement_timeout = '20s'");
-  return conn;
-}
-
-// The server's clock_timestamp() in microseconds since the Unix epoch, read in
-// a statement of its own (autocommit).
-Micros ServerClock(pqxx::connection& conn) {
-  pqxx::nontransaction tx(conn);
-  return tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<Micros>();
-}
 
 // The statement every hot-key worker runs: (ok, t0, t1) with the call's clock
 // read in [t0, t1] (see the file comment). $2 NULL means the global key.
@@ -102,8 +85,7 @@ struct Stats {
   long rolled_back_on_purpose = 0;  // granted, then rolled back by the test
   long serialization_failures = 0;  // SQLSTATE 40001, retried
   long deadlocks = 0;               // SQLSTATE 40P01
-  long unexpected_errors = 0;
-  std::vector<std::string> unexpected;  // the first few messages
+  UnexpectedErrors unexpected;
   // The span of demand: the earliest t0 and the latest t1 of any timed call
   // (granted or refused, committed or not).
   Micros first_call = std::numeric_limits<Micros>::max();
@@ -118,24 +100,11 @@ struct Stats {
     rolled_back_on_purpose += other.rolled_back_on_purpose;
     serialization_failures += other.serialization_failures;
     deadlocks += other.deadlocks;
-    unexpected_errors += other.unexpected_errors;
     first_call = std::min(first_call, other.first_call);
     last_call = std::max(last_call, other.last_call);
-    for (const auto& message : other.unexpected)
-      if (unexpected.size() < 10) unexpected.push_back(message);
-  }
-
-  void Unexpected(const std::string& message) {
-    ++unexpected_errors;
-    if (unexpected.size() < 10) unexpected.push_back(message);
+    unexpected.Merge(other.unexpected);
   }
 };
-
-std::string Describe(const std::vector<std::string>& messages) {
-  std::string out;
-  for (const auto& message : messages) out += "\n  " + message;
-  return out;
-}
 
 // One worker thread's world.
 struct Worker {
@@ -187,7 +156,7 @@ class Workers {
       } catch (const pqxx::deadlock_detected&) {
         ++worker.stats.deadlocks;
       } catch (const pqxx::broken_connection& e) {
-        worker.stats.Unexpected(std::string("broken connection: ") + e.what());
+        worker.stats.unexpected.Add(std::string("broken connection: ") + e.what());
         return;
       } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() == "40001") {
@@ -195,10 +164,10 @@ class Workers {
         } else if (e.sqlstate() == "40P01") {
           ++worker.stats.deadlocks;
         } else {
-          worker.stats.Unexpected("SQLSTATE " + e.sqlstate() + ": " + e.what());
+          worker.stats.unexpected.Add("SQLSTATE " + e.sqlstate() + ": " + e.what());
         }
       } catch (const std::exception& e) {
-        worker.stats.Unexpected(e.what());
+        worker.stats.unexpected.Add(e.what());
       }
     }
   }
@@ -277,11 +246,6 @@ Clock::time_point LocalDeadline(const Start& start, Micros server_deadline) {
   return start.local + std::chrono::microseconds(server_deadline - start.server);
 }
 
-void PrintMeasure(const char* what, const std::string& text) {
-  std::printf("[ measured ] %-34s %s\n", what, text.c_str());
-  std::fflush(stdout);
-}
-
 // Token bucket interval check: the grants whose clock read certainly lies in
 // [a, b] never exceed capacity + rate * (b - a) / period. Along the chain of
 // committed writes the clock reads increase (a call decides after the
@@ -314,14 +278,7 @@ double CheckTokenBucketIntervals(const std::vector<Grant>& grants, double capaci
 
 // ---------------------------------------------------------------------------
 
-class ContentionTest : public ::testing::Test {
- protected:
-  void SetUp() override { main_ = Connect(); }
-  pqxx::connection& Main() { return *main_; }
-
- private:
-  std::unique_ptr<pqxx::connection> main_;
-};
+class ContentionTest : public ConnectedTest {};
 
 // Runs a hot-key token bucket test: 32 connections on one key for 3 s, some
 // grants rolled back on purpose (see HotKeyTransaction). The bound on admissions is
@@ -377,13 +334,13 @@ TokenBucketRun RunHotTokenBucket(pqxx::connection& main, const std::string& name
 TEST_F(ContentionTest, HotKeyTokenBucket) {
   const double rate = 100, capacity = 50;
   const Micros period_ms = 1000;
-  TokenBucketRun run = RunHotTokenBucket(Main(), LimitName("hot_token_bucket"),
+  TokenBucketRun run = RunHotTokenBucket(Conn(), LimitName("hot_token_bucket"),
                                          TokenBucketConfig(rate, period_ms, capacity), rate, capacity);
   const Stats& stats = run.stats;
   const double bound = run.bound, demand_bound = run.demand_bound, admitted = run.admitted;
   const double elapsed_s = run.elapsed_s;
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
   char text[320];
@@ -416,11 +373,11 @@ TEST_F(ContentionTest, HotKeySharded) {
   const std::string name = LimitName("hot_sharded");
   std::string config = TokenBucketConfig(rate, period_ms, capacity);
   config.insert(config.rfind('}'), ", \"shards\": 8");
-  TokenBucketRun run = RunHotTokenBucket(Main(), name, config, rate, capacity);
+  TokenBucketRun run = RunHotTokenBucket(Conn(), name, config, rate, capacity);
   const Stats& stats = run.stats;
   const double bound = run.bound, demand_bound = run.demand_bound, admitted = run.admitted;
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
   char text[320];
@@ -432,7 +389,7 @@ TEST_F(ContentionTest, HotKeySharded) {
   PrintMeasure("hot key, 8 shards:", text);
   EXPECT_LE(admitted, bound);
   // Every shard row exists (created on the first grant) and none holds more than its capacity.
-  pqxx::work tx(Main());
+  pqxx::work tx(Conn());
   auto shards = tx.exec_params1(
       "SELECT count(*) FROM " + Fn("ratelimit_state") + " WHERE name = $1 AND key = 'hot' AND value <= $2",
       name, capacity / 8 + 1e-9);
@@ -570,10 +527,10 @@ TEST_F(ContentionTest, HotKeyFixedWindow) {
   const double capacity = rate;
   const Micros period_ms = 1000;
   WindowRun run =
-      RunHotWindow(Main(), "fixed window", rate, period_ms, &capacity, LimitName("hot_fixed_window"));
+      RunHotWindow(Conn(), "fixed window", rate, period_ms, &capacity, LimitName("hot_fixed_window"));
   const Stats& stats = run.stats;
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
   const Micros first = run.windows.Index(run.t_start);
@@ -650,10 +607,10 @@ TEST_F(ContentionTest, HotKeySlidingWindow) {
   const double rate = 100;
   const Micros period_ms = 1000;
   WindowRun run =
-      RunHotWindow(Main(), "sliding window", rate, period_ms, nullptr, LimitName("hot_sliding_window"));
+      RunHotWindow(Conn(), "sliding window", rate, period_ms, nullptr, LimitName("hot_sliding_window"));
   const Stats& stats = run.stats;
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
   const Windows& windows = run.windows;
@@ -732,7 +689,7 @@ TEST_F(ContentionTest, ManyKeys) {
   std::vector<std::vector<int>> calls(threads, std::vector<int>(keys)),
       granted(threads, std::vector<int>(keys));
   Workers workers(threads, [&](pqxx::connection& conn) { conn.prepare("limit", sql); });
-  Start start = TakeStart(Main());
+  Start start = TakeStart(Conn());
   Stats stats = workers.Run(start.local + std::chrono::seconds(3), [&](Worker& w) {
     int k = std::uniform_int_distribution<int>(0, w.Chance(0.5) ? keys - 1 : keys / 10 - 1)(w.rng);
     pqxx::work tx(*w.conn);
@@ -752,9 +709,9 @@ TEST_F(ContentionTest, ManyKeys) {
       ++w.stats.refused_calls;
     }
   });
-  Micros t_end = ServerClock(Main());
+  Micros t_end = ServerClock(Conn());
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   EXPECT_EQ(stats.deadlocks, 0);
   const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
@@ -798,14 +755,14 @@ TEST_P(RollbackTest, RolledBackTokensReturn) {
   const std::string kind = GetParam();
   const int capacity = 5;
   const std::string name = LimitName(std::string("rollback.") + kind);
-  const Micros now_ms = FloorDiv(ServerClock(Main()), kMicrosPerMilli);
+  const Micros now_ms = FloorDiv(ServerClock(Conn()), kMicrosPerMilli);
   // One hour periods, windows starting now: no refill or window change during the test.
   const std::string config = kind == "token bucket"
                                  ? TokenBucketConfig(capacity, 3600000, capacity)
                                  : WindowConfig(kind.c_str(), capacity, 3600000, nullptr, now_ms);
   const std::string limit_sql =
       "SELECT ok, remaining FROM " + Fn("ratelimit_limit") + "($1, $2, $3::jsonb, $4)";
-  Main().prepare("limit", limit_sql);
+  Conn().prepare("limit", limit_sql);
   auto waiter_conn = Connect();
   waiter_conn->prepare("limit", limit_sql);
   const int waiter_pid = waiter_conn->backendpid();
@@ -821,18 +778,18 @@ TEST_P(RollbackTest, RolledBackTokensReturn) {
   for (const std::string key : {"new", "existing"}) {
     SCOPED_TRACE(kind + ", key " + key);
     if (key == "existing") {
-      pqxx::work tx(Main());  // count 0 writes the row without taking a token
+      pqxx::work tx(Conn());  // count 0 writes the row without taking a token
       ASSERT_TRUE(tx.exec_prepared1("limit", name, key, config, 0.0)[0].as<bool>());
       tx.commit();
     }
     for (int round = 0; round < 3; ++round) {
-      pqxx::work tx(Main());
+      pqxx::work tx(Conn());
       take_all(tx, key);
       tx.abort();
     }
     {
       // A rolled-back savepoint returns its tokens to the same transaction.
-      pqxx::work tx(Main());
+      pqxx::work tx(Conn());
       tx.exec0("SAVEPOINT s");
       take_all(tx, key);
       tx.exec0("ROLLBACK TO SAVEPOINT s");
@@ -843,7 +800,7 @@ TEST_P(RollbackTest, RolledBackTokensReturn) {
       // A caller that comes while every token is taken by an open
       // transaction waits on the row lock (the committed state still shows
       // tokens), and gets one when that transaction rolls back.
-      pqxx::work holder(Main());
+      pqxx::work holder(Conn());
       take_all(holder, key);
       auto waiter = std::async(std::launch::async, [&] {
         pqxx::work tx(*waiter_conn);
@@ -871,18 +828,18 @@ TEST_P(RollbackTest, RolledBackTokensReturn) {
       EXPECT_EQ(remaining, capacity - 1);
     }
     {
-      pqxx::nontransaction tx(Main());
+      pqxx::nontransaction tx(Conn());
       double value = tx.exec_params1("SELECT value FROM " + Fn("ratelimit_value") + "($1, $2, $3::jsonb)",
                                      name, key, config)[0]
                          .as<double>();
       EXPECT_EQ(value, capacity);
     }
     {
-      pqxx::work tx(Main());
+      pqxx::work tx(Conn());
       take_all(tx, key);  // the full capacity, committed
       tx.commit();
     }
-    pqxx::work tx(Main());
+    pqxx::work tx(Conn());
     EXPECT_FALSE(tx.exec_prepared1("limit", name, key, config, 1.0)[0].as<bool>())
         << "committed tokens came back";
   }
@@ -945,7 +902,7 @@ TEST_F(ContentionTest, TwoLimitsOppositeOrders) {
       fast_deadlock_detection = false;
     }
   });
-  Start start = TakeStart(Main());
+  Start start = TakeStart(Conn());
   Stats stats = workers.Run(start.local + std::chrono::seconds(3), [&](Worker& w) {
     const int role = w.index % 4;
     const int first = role % 2;  // the limit taken first (or only)
@@ -983,7 +940,7 @@ TEST_F(ContentionTest, TwoLimitsOppositeOrders) {
       throw;
     }
   });
-  Micros t_end = ServerClock(Main());
+  Micros t_end = ServerClock(Conn());
   long admitted[2] = {0, 0}, both[2] = {0, 0}, pair_deadlocks[2] = {0, 0};
   for (int i = 0; i < threads; ++i) {
     admitted[0] += counts[i][0];
@@ -994,7 +951,7 @@ TEST_F(ContentionTest, TwoLimitsOppositeOrders) {
     }
   }
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.serialization_failures, 0);
   const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
   const double bound = capacity + rate * elapsed_s;
@@ -1035,7 +992,7 @@ TEST_F(ContentionTest, TwoLimitsOneCall) {
     pqxx::nontransaction tx(conn);
     tx.exec0("SET deadlock_timeout = '20ms'");  // would find any deadlock fast
   });
-  Start start = TakeStart(Main());
+  Start start = TakeStart(Conn());
   Stats stats = workers.Run(start.local + std::chrono::seconds(3), [&](Worker& w) {
     const int first = w.index % 2;
     pqxx::work tx(*w.conn);
@@ -1048,10 +1005,10 @@ TEST_F(ContentionTest, TwoLimitsOneCall) {
     tx.commit();
     ++committed[w.index];
   });
-  Micros t_end = ServerClock(Main());
+  Micros t_end = ServerClock(Conn());
   long admitted = 0;
   for (long n : committed) admitted += n;
-  pqxx::work check(Main());
+  pqxx::work check(Conn());
   pqxx::result rows = check.exec_params(
       "SELECT value, ts FROM " + Fn("ratelimit_state") + " WHERE name IN ($1, $2) ORDER BY name", names[0],
       names[1]);
@@ -1066,7 +1023,7 @@ TEST_F(ContentionTest, TwoLimitsOneCall) {
                 elapsed_s);
   PrintMeasure("two limits, one call:", text);
   EXPECT_EQ(stats.deadlocks, 0) << "a deadlock reached a caller of ratelimit_limit_all";
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_LE(static_cast<double>(admitted), bound);
   // Every call wrote both rows with one clock reading: the rows are identical.
   ASSERT_EQ(rows.size(), 2u);
@@ -1100,7 +1057,7 @@ void RunIsolationHotKey(pqxx::connection& main, const std::string& name, const c
   });
   Micros t_end = ServerClock(main);
 
-  EXPECT_EQ(stats.unexpected_errors, 0) << Describe(stats.unexpected);
+  EXPECT_EQ(stats.unexpected.count, 0) << Describe(stats.unexpected.messages);
   EXPECT_EQ(stats.deadlocks, 0);
   const double elapsed_s = static_cast<double>(t_end - start.server) / kMicrosPerSecond;
   const double bound = capacity + rate * elapsed_s;
@@ -1121,56 +1078,38 @@ void RunIsolationHotKey(pqxx::connection& main, const std::string& name, const c
 }
 
 TEST_F(ContentionTest, HotKeyRepeatableRead) {
-  RunIsolationHotKey<pqxx::repeatable_read>(Main(), LimitName("hot_repeatable_read"),
+  RunIsolationHotKey<pqxx::repeatable_read>(Conn(), LimitName("hot_repeatable_read"),
                                             "hot key REPEATABLE READ:");
 }
 
 TEST_F(ContentionTest, HotKeySerializable) {
-  RunIsolationHotKey<pqxx::serializable>(Main(), LimitName("hot_serializable"), "hot key SERIALIZABLE:");
+  RunIsolationHotKey<pqxx::serializable>(Conn(), LimitName("hot_serializable"), "hot key SERIALIZABLE:");
 }
 
 // Creates the extension if needed, finds its schema, picks the run id and
 // removes this run's rows at the end (best effort).
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    try {
-      auto conn = Connect();
-      pqxx::nontransaction tx(*conn);
-      tx.exec0("CREATE EXTENSION IF NOT EXISTS ratelimit");
-      g_schema = tx.exec1(
-                       "SELECT quote_ident(n.nspname) FROM pg_extension e"
-                       " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'ratelimit'")[0]
-                     .as<std::string>();
-      g_run_id =
-          std::to_string(getpid()) + "." +
-          tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<std::string>();
-    } catch (const std::exception& e) {
-      FAIL() << "cannot set up the server (is PGHOST etc. set, and the extension installed?): " << e.what();
-    }
+class ContentionEnvironment : public ServerEnvironment {
+  void SetUpServer() override {
+    auto conn = Connect();
+    pqxx::nontransaction tx(*conn);
+    tx.exec0("CREATE EXTENSION IF NOT EXISTS ratelimit");
+    g_schema = tx.exec1(
+                     "SELECT quote_ident(n.nspname) FROM pg_extension e"
+                     " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'ratelimit'")[0]
+                   .as<std::string>();
+    g_run_id = ProcessAndServerClockId(tx);
   }
 
-  void TearDown() override {
-    try {
-      auto conn = Connect();
-      pqxx::nontransaction tx(*conn);
-      tx.exec_params0("DELETE FROM " + g_schema + ".ratelimit_state WHERE starts_with(name, $1)",
-                      "client_test." + g_run_id + ".");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "note: could not remove this run's rate limit rows: %s\n", e.what());
-    }
+  void TearDownServer() override {
+    auto conn = Connect();
+    pqxx::nontransaction tx(*conn);
+    tx.exec_params0("DELETE FROM " + g_schema + ".ratelimit_state WHERE starts_with(name, $1)",
+                    "client_test." + g_run_id + ".");
   }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
-    return RUN_ALL_TESTS();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "client_tests: %s\n", e.what());
-    return 1;
-  }
+  return client_test::RunAllTests(argc, argv, new ContentionEnvironment, "client_tests");
 }

@@ -50,7 +50,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,7 +57,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -73,16 +71,12 @@
 #include <utility>
 #include <vector>
 
-#ifndef RATELIMIT_CLUSTER_CTL
-#define RATELIMIT_CLUSTER_CTL "scripts/cluster-ctl.sh"
-#endif
+#include "support.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Micros = std::int64_t;
+using namespace client_test;
 
-constexpr Micros kMicrosPerSecond = 1000000;
 // The period of the limits whose admissions are counted exactly: 3650 days,
 // so that over a test well under a thousandth of a token refills.
 constexpr double kPeriodSeconds = 3650.0 * 86400;
@@ -98,79 +92,13 @@ constexpr int kRefundKeys = 20;
 constexpr int kTriggerKeys = 32;
 
 // Set once by the environment below.
-std::string g_run_id;                  // makes database names unique per run
-std::vector<std::string> g_databases;  // every database this run created, dropped at the end
-std::string g_cluster_dir;             // CLUSTER_DIR, empty when not set
-
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char buf[2048];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
-
-std::string Describe(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& line : lines) out += "\n  " + line;
-  return out.empty() ? "\n  (none)" : out;
-}
-
-void PrintMeasure(const char* what, const std::string& text) {
-  std::printf("[ measured ] %-30s %s\n", what, text.c_str());
-  std::fflush(stdout);
-}
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs scripts/cluster-ctl.sh with `args`; returns its exit status.
-int ClusterCtl(const std::string& args) {
-  const char* script = std::getenv("RATELIMIT_CLUSTER_CTL");
-  std::string command = ShellQuote(script != nullptr ? script : RATELIMIT_CLUSTER_CTL) + " " + args;
-  int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-#define REQUIRE_CLUSTER_DIR()                                                                            \
-  do {                                                                                                   \
-    if (g_cluster_dir.empty()) {                                                                         \
-      FAIL() << "CLUSTER_DIR is not set: run this test from scripts/test.sh (or export CLUSTER_DIR and " \
-                "PG_BINDIR of the throwaway cluster)";                                                   \
-    }                                                                                                    \
-  } while (0)
-
-// Opens a connection to `db` (the rest from the environment) with a statement
-// timeout, so that a hang fails the test instead of blocking it forever.
-std::unique_ptr<pqxx::connection> Connect(const std::string& db) {
-  auto conn = std::make_unique<pqxx::connection>("dbname=" + db);
-  pqxx::nontransaction tx(*conn);
-  tx.exec0(std::string("SET statement_timeout = '") + kStatementTimeout + "'");
-  return conn;
-}
+std::string g_run_id;  // makes database names unique per run
 
 // Creates a database of this run (dropped at the end).
-std::string CreateDatabase(const std::string& suffix) {
+std::string CreateRunDatabase(const std::string& suffix) {
   const std::string db = "ratelimit_ddl_" + g_run_id + "_" + suffix;
-  pqxx::connection conn("");
-  pqxx::nontransaction tx(conn);
-  tx.exec0("CREATE DATABASE " + tx.quote_name(db));
-  g_databases.push_back(db);
+  CreateDatabase(db);
   return db;
-}
-
-// The server's clock_timestamp() in microseconds since the Unix epoch.
-Micros ServerClock(pqxx::connection& conn) {
-  pqxx::nontransaction tx(conn);
-  return tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<Micros>();
 }
 
 // ---------------------------------------------------------------------------
@@ -299,13 +227,7 @@ struct Counters {
   long transactions = 0, committed = 0, rolled_back_on_purpose = 0, granted_calls = 0, refused_calls = 0;
   long cleaned_rows = 0, refunds = 0;
   std::array<long, kErrorKinds> legitimate{};
-  long unexpected_count = 0;
-  std::vector<std::string> unexpected;  // the first few messages
-
-  void Unexpected(const std::string& message) {
-    ++unexpected_count;
-    if (unexpected.size() < 10) unexpected.push_back(message);
-  }
+  UnexpectedErrors unexpected;
 
   void Merge(const Counters& o) {
     transactions += o.transactions;
@@ -316,9 +238,7 @@ struct Counters {
     cleaned_rows += o.cleaned_rows;
     refunds += o.refunds;
     for (int i = 0; i < kErrorKinds; ++i) legitimate[i] += o.legitimate[i];
-    unexpected_count += o.unexpected_count;
-    for (const auto& m : o.unexpected)
-      if (unexpected.size() < 20) unexpected.push_back(m);
+    unexpected.Merge(o.unexpected, 20);
   }
 
   std::string Legitimate() const {
@@ -395,7 +315,7 @@ void PrepareStatements(const Shared& s, pqxx::connection& conn) {
 }
 
 void OpenWorker(const Shared& s, Worker& w, std::uint64_t seed, bool quiet) {
-  w.conn = Connect(s.db);
+  w.conn = ConnectTo(s.db, kStatementTimeout);
   if (quiet) w.quiet = std::make_unique<pqxx::quiet_errorhandler>(*w.conn);
   PrepareStatements(s, *w.conn);
   w.rng.seed(seed);
@@ -415,7 +335,7 @@ void OnError(Shared& s, Worker& w, const std::exception& e, const std::string& w
     ++w.counters.legitimate[kind];
     return;
   }
-  w.counters.Unexpected(where + ": " + (state.empty() ? "" : "SQLSTATE " + state + ": ") + e.what());
+  w.counters.unexpected.Add(where + ": " + (state.empty() ? "" : "SQLSTATE " + state + ": ") + e.what());
   if (state.empty() &&
       (dynamic_cast<const pqxx::broken_connection*>(&e) != nullptr ||
        dynamic_cast<const pqxx::in_doubt_error*>(&e) != nullptr ||
@@ -443,7 +363,7 @@ void RunTx(Shared& s, Worker& w, const Body& body) {
     if (!rec.grants.empty()) {
       pqxx::row r = tx.exec1("SELECT pg_current_xact_id_if_assigned()::text");
       if (r[0].is_null())
-        w.counters.Unexpected("a transaction that was granted tokens has no xid: nothing written");
+        w.counters.unexpected.Add("a transaction that was granted tokens has no xid: nothing written");
       rec.xid = r[0].is_null() ? "" : r[0].c_str();
     }
     committing = true;
@@ -614,7 +534,7 @@ bool TriggerTx(Shared& s, Worker& w, pqxx::work& tx, Grants& g) {
     const bool in_savepoint = static_cast<int>(i) == savepoint_at;
     if (in_savepoint) tx.exec0("SAVEPOINT s");
     bool ok = Call(w, tx, s.limits.trigger, key.c_str());
-    if (!ok) w.counters.Unexpected("a trigger key (capacity 1e9) refused a call");
+    if (!ok) w.counters.unexpected.Add("a trigger key (capacity 1e9) refused a call");
     if (in_savepoint) tx.exec0("ROLLBACK TO SAVEPOINT s");
     if (ok && !in_savepoint) g.emplace_back(kFirstTriggerId + keys[i], 1);
     if (parked) w.SleepMs(50, 300);
@@ -830,7 +750,7 @@ void RunStraddledStep(Shared& s, Worker& ddl, Worker& st, const DdlStep& step, c
   if (!tx) return;
   try {
     if (!Call(st, *tx, l, key.c_str()))
-      st.counters.Unexpected("a straddle key (capacity 1e9) refused a call");
+      st.counters.unexpected.Add("a straddle key (capacity 1e9) refused a call");
     if (done && step.label == "CREATE TRIGGER") {
       const long logged =
           tx->exec_params1("SELECT count(*) FROM " + std::string(kTriggerLog) +
@@ -1054,8 +974,8 @@ class Load {
 // A new database with the extension in a schema of its own, amcheck, the
 // trigger log and its trigger function; returns the shared state.
 void SetUpDatabase(Shared& s, const std::string& suffix) {
-  s.db = CreateDatabase(suffix);
-  auto conn = Connect(s.db);
+  s.db = CreateRunDatabase(suffix);
+  auto conn = ConnectTo(s.db, kStatementTimeout);
   pqxx::nontransaction tx(*conn);
   tx.exec0("CREATE SCHEMA ddl_rl");
   tx.exec0("CREATE EXTENSION ratelimit SCHEMA ddl_rl");
@@ -1287,7 +1207,7 @@ void PrintLoad(const Load& load, const Shared& s, double seconds) {
 TEST(DdlLoadTest, StorageSurvivesDdlUnderLoad) {
   Shared s;
   SetUpDatabase(s, "main");
-  auto main = Connect(s.db);
+  auto main = ConnectTo(s.db, kStatementTimeout);
   {
     pqxx::work tx(*main);
     for (const LimitDef& l : s.limits.bound) ASSERT_EQ(Available(tx, s, l), l.capacity) << l.name;
@@ -1312,8 +1232,10 @@ TEST(DdlLoadTest, StorageSurvivesDdlUnderLoad) {
   PrintLoad(load, s, load_s);
 
   Counters clients = load.Clients();
-  EXPECT_EQ(clients.unexpected_count, 0) << "unexpected client errors:" << Describe(clients.unexpected);
-  EXPECT_EQ(load.Ddl().unexpected_count, 0) << "unexpected DDL errors:" << Describe(load.Ddl().unexpected);
+  EXPECT_EQ(clients.unexpected.count, 0)
+      << "unexpected client errors:" << Describe(clients.unexpected.messages);
+  EXPECT_EQ(load.Ddl().unexpected.count, 0)
+      << "unexpected DDL errors:" << Describe(load.Ddl().unexpected.messages);
   {
     std::lock_guard<std::mutex> lock(s.findings_mutex);
     EXPECT_TRUE(s.findings.empty()) << "amcheck between DDL steps:" << Describe(s.findings);
@@ -1349,18 +1271,13 @@ TEST(DdlLoadTest, StorageSurvivesDdlUnderLoad) {
 // drained.
 TEST(DdlLoadTest, CrashDuringDdlUnderLoad) {
   REQUIRE_CLUSTER_DIR();
-  struct RestartGuard {
-    ~RestartGuard() {
-      if (ClusterCtl("status") != 0 && ClusterCtl("start") != 0)
-        std::fprintf(stderr, "ddl_load_test: could not start the server again\n");
-    }
-  } restart_guard;
+  RestartGuard restart_guard("ddl_load_test");
 
   Shared s;
   SetUpDatabase(s, "crash");
   Micros t_start = 0, server_before_crash = 0;
   {
-    auto main = Connect(s.db);
+    auto main = ConnectTo(s.db, kStatementTimeout);
     t_start = ServerClock(*main);
   }
   const auto t0 = Clock::now();
@@ -1373,7 +1290,7 @@ TEST(DdlLoadTest, CrashDuringDdlUnderLoad) {
   load.Start();
   load.WaitForDdl(std::chrono::seconds(2), 3);
   {
-    auto main = Connect(s.db);
+    auto main = ConnectTo(s.db, kStatementTimeout);
     load.StartTriggerKeys();
     DdlWithRetry(*main, PhaseTriggerSql(s));
     s.trigger_created = true;
@@ -1395,28 +1312,22 @@ TEST(DdlLoadTest, CrashDuringDdlUnderLoad) {
   PrintLoad(load, s, Seconds(t_crash - t0));
 
   Counters clients = load.Clients();
-  EXPECT_EQ(clients.unexpected_count, 0)
-      << "unexpected client errors before the crash:" << Describe(clients.unexpected);
-  EXPECT_EQ(load.Ddl().unexpected_count, 0)
-      << "unexpected DDL errors before the crash:" << Describe(load.Ddl().unexpected);
+  EXPECT_EQ(clients.unexpected.count, 0)
+      << "unexpected client errors before the crash:" << Describe(clients.unexpected.messages);
+  EXPECT_EQ(load.Ddl().unexpected.count, 0)
+      << "unexpected DDL errors before the crash:" << Describe(load.Ddl().unexpected.messages);
   {
     std::lock_guard<std::mutex> lock(s.findings_mutex);
     EXPECT_TRUE(s.findings.empty()) << "amcheck between DDL steps:" << Describe(s.findings);
   }
 
-  auto conn = Connect(s.db);
+  auto conn = ConnectTo(s.db, kStatementTimeout);
   // The first xid after crash recovery: the next_xid of the end-of-recovery
   // checkpoint (the server accepts connections only after it).
-  std::uint64_t recovered_next_xid = 0;
-  {
-    pqxx::nontransaction tx(*conn);
-    pqxx::row row = tx.exec1(
-        "SELECT (split_part(next_xid, ':', 1)::int8 << 32) + split_part(next_xid, ':', 2)::int8,"
-        " extract(epoch FROM checkpoint_time)::int8 FROM pg_control_checkpoint()");
-    recovered_next_xid = row[0].as<std::uint64_t>();
-    ASSERT_GE(row[1].as<Micros>(), server_before_crash / kMicrosPerSecond - 1)
-        << "the latest checkpoint is not the end-of-recovery one";
-  }
+  const Checkpoint checkpoint = LatestCheckpoint(*conn);
+  ASSERT_GE(checkpoint.time_s, server_before_crash / kMicrosPerSecond - 1)
+      << "the latest checkpoint is not the end-of-recovery one";
+  const std::uint64_t recovered_next_xid = checkpoint.next_xid;
   const std::vector<TxRecord> records = load.Records();
   Resolution resolved;
   long unknown = 0, unknown_committed = 0, unknown_not_in_wal = 0;
@@ -1462,33 +1373,15 @@ TEST(DdlLoadTest, CrashDuringDdlUnderLoad) {
   ExpectStorageIntact(*conn, s, "after the crash and the drain");
 }
 
-// Records the run id and the cluster directory, and drops every database of
-// the run at the end (best effort).
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const char* cluster_dir = std::getenv("CLUSTER_DIR");
-    g_cluster_dir = cluster_dir != nullptr ? cluster_dir : "";
+// Records the run id and checks for a superuser; the databases of the run are
+// dropped at the end (best effort).
+class DdlLoadEnvironment : public ServerEnvironment {
+  void SetUpServer() override {
     g_run_id = std::to_string(getpid());
-    try {
-      pqxx::connection conn("");
-      pqxx::nontransaction tx(conn);
-      if (!tx.exec1("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].as<bool>())
-        FAIL() << "ddl_load_test needs a superuser (DDL on the extension's table, CREATE DATABASE, amcheck)";
-    } catch (const std::exception& e) {
-      FAIL() << "cannot reach the server (is PGHOST etc. set, and the extension installed?): " << e.what();
-    }
-  }
-
-  void TearDown() override {
-    try {
-      pqxx::connection conn("");
-      pqxx::nontransaction tx(conn);
-      for (const auto& db : g_databases)
-        tx.exec0("DROP DATABASE IF EXISTS " + tx.quote_name(db) + " WITH (FORCE)");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "note: could not drop this run's databases: %s\n", e.what());
-    }
+    pqxx::connection conn("");
+    pqxx::nontransaction tx(conn);
+    if (!IsSuperuser(tx))
+      FAIL() << "ddl_load_test needs a superuser (DDL on the extension's table, CREATE DATABASE, amcheck)";
   }
 };
 
@@ -1497,12 +1390,5 @@ class ServerEnvironment : public ::testing::Environment {
 int main(int argc, char** argv) {
   // A write to a connection the server closed must fail, not kill the program.
   signal(SIGPIPE, SIG_IGN);
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
-    return RUN_ALL_TESTS();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddl_load_test: %s\n", e.what());
-    return 1;
-  }
+  return client_test::RunAllTests(argc, argv, new DdlLoadEnvironment, "ddl_load_test");
 }

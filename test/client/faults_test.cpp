@@ -25,14 +25,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,76 +47,34 @@
 #include <thread>
 #include <vector>
 
-#ifndef RATELIMIT_CLUSTER_CTL
-#define RATELIMIT_CLUSTER_CTL "scripts/cluster-ctl.sh"
-#endif
+#include "support.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Micros = std::int64_t;
+using namespace client_test;
 
-constexpr Micros kMicrosPerSecond = 1000000;
 // The period of every limit here: 3650 days.
 constexpr double kPeriodSeconds = 3650.0 * 86400;
 constexpr const char* kPeriod = R"("3650 days")";
 
 // Set once by the environment below.
-std::string g_run_id;                  // makes database names unique per run
-std::string g_db;                      // the database most tests work in
-std::vector<std::string> g_databases;  // every database this run created, dropped at the end
-std::string g_cluster_dir;             // CLUSTER_DIR, empty when not set
+std::string g_run_id;  // makes database names unique per run
+std::string g_db;      // the database most tests work in
 
 std::string Fn(const char* function) { return std::string("public.") + function; }
 
-// Opens a connection to `db` (the rest from the environment) with a statement
-// timeout, so that a hang fails the test instead of blocking it forever.
-std::unique_ptr<pqxx::connection> Connect(const std::string& db) {
-  auto conn = std::make_unique<pqxx::connection>("dbname=" + db);
-  pqxx::nontransaction tx(*conn);
-  tx.exec0("SET statement_timeout = '20s'");
-  return conn;
-}
-
-// Creates a database of this run (dropped at the end), from the environment's
-// default database.
-std::string CreateDatabase(const std::string& suffix) {
+// Creates a database of this run (dropped at the end).
+std::string CreateRunDatabase(const std::string& suffix) {
   const std::string db = "ratelimit_faults_" + g_run_id + "_" + suffix;
-  pqxx::connection conn("");
-  pqxx::nontransaction tx(conn);
-  tx.exec0("CREATE DATABASE " + tx.quote_name(db));
-  g_databases.push_back(db);
+  CreateDatabase(db);
   return db;
 }
 
 void CreateExtension(const std::string& db) {
-  auto conn = Connect(db);
+  auto conn = ConnectTo(db);
   pqxx::nontransaction tx(*conn);
   tx.exec0("CREATE EXTENSION IF NOT EXISTS ratelimit SCHEMA public");
 }
-
-// The server's clock_timestamp() in microseconds since the Unix epoch.
-Micros ServerClock(pqxx::connection& conn) {
-  pqxx::nontransaction tx(conn);
-  return tx.exec1("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8")[0].as<Micros>();
-}
-
-void PrintMeasure(const char* what, const std::string& text) {
-  std::printf("[ measured ] %-34s %s\n", what, text.c_str());
-  std::fflush(stdout);
-}
-
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // A token bucket that refills all of `capacity` in ten years.
 std::string SlowBucket(double capacity, int shards = 1) {
@@ -161,12 +117,6 @@ std::vector<std::string> StateRows(pqxx::connection& conn, const std::string& pr
                                    const std::string& schema = "public") {
   pqxx::nontransaction tx(conn);
   return StateRows(tx, prefix, schema);
-}
-
-std::string Describe(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& line : lines) out += "\n  " + line;
-  return out.empty() ? "\n  (none)" : out;
 }
 
 // The sum of the stored values of a limit's rows (every shard), and how many
@@ -220,40 +170,12 @@ bool WaitForBackend(pqxx::connection& probe, int pid, const std::string& conditi
   }
 }
 
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs scripts/cluster-ctl.sh with `args` (quoted for the shell by the
-// caller); returns its exit status.
-int ClusterCtl(const std::string& args) {
-  const char* script = std::getenv("RATELIMIT_CLUSTER_CTL");
-  std::string command = ShellQuote(script != nullptr ? script : RATELIMIT_CLUSTER_CTL) + " " + args;
-  int status = std::system(command.c_str());
-  if (status == -1 || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-#define REQUIRE_CLUSTER_DIR()                                                                            \
-  do {                                                                                                   \
-    if (g_cluster_dir.empty()) {                                                                         \
-      FAIL() << "CLUSTER_DIR is not set: run this test from scripts/test.sh (or export CLUSTER_DIR and " \
-                "PG_BINDIR of the throwaway cluster)";                                                   \
-    }                                                                                                    \
-  } while (0)
-
 // ---------------------------------------------------------------------------
 
-class FaultsTest : public ::testing::Test {
+class FaultsTest : public ConnectedTest {
  protected:
-  void SetUp() override { main_ = Connect(g_db); }
-  pqxx::connection& Main() { return *main_; }
+  FaultsTest() : ConnectedTest("dbname=" + g_db) {}
   std::string Name(const std::string& test) { return "faults." + test; }
-
- private:
-  std::unique_ptr<pqxx::connection> main_;
 };
 
 // 1. A backend killed (pg_terminate_backend from another connection) in the
@@ -278,16 +200,16 @@ TEST_P(TerminateTest, KilledTransactionsConsumptionIsGone) {
   const std::string bucket_config = SlowBucket(10), window_config = LongWindow(10),
                     sharded_config = SlowBucket(40, 4), sliding_config = LongSlidingWindow(10);
   {
-    pqxx::work tx(Main());
+    pqxx::work tx(Conn());
     ASSERT_TRUE(Limit(tx, bucket, "victim", bucket_config, 2).ok);
     ASSERT_TRUE(Limit(tx, bucket, "bystander", bucket_config, 3).ok);
     ASSERT_TRUE(Limit(tx, window, "bystander", window_config, 4).ok);
     tx.commit();
   }
-  const std::vector<std::string> before = StateRows(Main(), prefix);
+  const std::vector<std::string> before = StateRows(Conn(), prefix);
   ASSERT_EQ(before.size(), 3u) << Describe(before);
 
-  auto victim = Connect(g_db);
+  auto victim = ConnectTo(g_db);
   const int victim_pid = victim->backendpid();
   auto victim_tx = std::make_unique<pqxx::work>(*victim);
   EXPECT_TRUE(Limit(*victim_tx, bucket, "victim", bucket_config, 5).ok);    // UPDATE of an existing row
@@ -296,11 +218,11 @@ TEST_P(TerminateTest, KilledTransactionsConsumptionIsGone) {
   EXPECT_TRUE(Limit(*victim_tx, sliding, "victim", sliding_config, 8).ok);  // a sliding window
   EXPECT_EQ(StateRows(*victim_tx, prefix).size(), 3u + 1 + 2 + 1) << "the victim's own view";
 
-  auto bystander = Connect(g_db);
+  auto bystander = ConnectTo(g_db);
   pqxx::work bystander_tx(*bystander);
   EXPECT_TRUE(Limit(bystander_tx, bucket, "bystander 2", bucket_config, 1).ok);
 
-  auto probe = Connect(g_db);
+  auto probe = ConnectTo(g_db);
   std::future<std::string> sleeping;
   if (running) {
     sleeping = std::async(std::launch::async, [&]() -> std::string {
@@ -336,7 +258,7 @@ TEST_P(TerminateTest, KilledTransactionsConsumptionIsGone) {
   victim.reset();
 
   bystander_tx.commit();
-  std::vector<std::string> after = StateRows(Main(), prefix);
+  std::vector<std::string> after = StateRows(Conn(), prefix);
   std::vector<std::string> bystander_rows;
   after.erase(std::remove_if(after.begin(), after.end(),
                              [&](const std::string& row) {
@@ -349,12 +271,12 @@ TEST_P(TerminateTest, KilledTransactionsConsumptionIsGone) {
                            << "\nafter it was killed (without the bystander's new row):" << Describe(after);
   ASSERT_EQ(bystander_rows.size(), 1u) << "the bystander's committed consumption is missing";
   {
-    pqxx::work tx(Main());
+    pqxx::work tx(Conn());
     EXPECT_NEAR(StoredTotal(tx, bucket, "bystander 2").first, 9, 1e-6);
   }
 
   // The killed transaction's locks are gone: no waiting for any of its rows.
-  pqxx::work tx(Main());
+  pqxx::work tx(Conn());
   tx.exec0("SET LOCAL lock_timeout = '2s'");
   CallResult r = Limit(tx, bucket, "victim", bucket_config, 8);
   EXPECT_TRUE(r.ok) << "the killed consumption still counts";
@@ -445,12 +367,7 @@ struct CallRecord {
 TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
   REQUIRE_CLUSTER_DIR();
   // The server runs again when this test ends, whatever happened.
-  struct RestartGuard {
-    ~RestartGuard() {
-      if (ClusterCtl("status") != 0 && ClusterCtl("start") != 0)
-        std::fprintf(stderr, "faults_test: could not start the server again\n");
-    }
-  } restart_guard;
+  RestartGuard restart_guard("faults_test");
 
   const std::vector<CrashLimit> limits = {
       {"a", Name("crash.bucket"), "a", 1000, SlowBucket(1000), 0.3},
@@ -472,7 +389,7 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
       threads);  // errors on connections opened after the restart
   std::atomic<long> connect_failures{0};
 
-  const Micros t_start = ServerClock(Main());
+  const Micros t_start = ServerClock(Conn());
   auto worker = [&](int index) {
     std::mt19937_64 rng(0xc4a54000u + index);
     std::discrete_distribution<int> pick(
@@ -486,7 +403,7 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
       if (!conn) {
         try {
           conn_phase = phase.load();
-          conn = Connect(g_db);
+          conn = ConnectTo(g_db);
           quiet = std::make_unique<pqxx::quiet_errorhandler>(*conn);
           conn->prepare("limit", sql);
         } catch (const std::exception&) {
@@ -540,7 +457,7 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
          (known[kA].load() < 500 || known[kC].load() < static_cast<long>(limits[kC].capacity)))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const long known_a_at_crash = known[kA].load(), known_c_at_crash = known[kC].load();
-  const Micros server_before_crash = ServerClock(Main());
+  const Micros server_before_crash = ServerClock(Conn());
   const auto t_crash = Clock::now();
   phase = 1;
   const int stop_rc = ClusterCtl("stop-immediate");
@@ -559,23 +476,17 @@ TEST_F(FaultsTest, CrashDuringLoadKeepsCommittedConsumption) {
   EXPECT_EQ(stop_rc, 0) << "cluster-ctl.sh stop-immediate failed";
   ASSERT_EQ(start_rc, 0) << "cluster-ctl.sh start failed";
 
-  auto conn = Connect(g_db);
+  auto conn = ConnectTo(g_db);
   const Micros t_end = ServerClock(*conn);
   ASSERT_LT(static_cast<double>(t_end - t_start) / kMicrosPerSecond, 60) << "the server's clock jumped";
 
   // The first transaction id after crash recovery: the next_xid of the
   // end-of-recovery checkpoint (the server accepts connections only after it;
   // no later checkpoint is due within checkpoint_timeout and max_wal_size).
-  std::uint64_t recovered_next_xid = 0;
-  {
-    pqxx::nontransaction tx(*conn);
-    pqxx::row row = tx.exec1(
-        "SELECT (split_part(next_xid, ':', 1)::int8 << 32) + split_part(next_xid, ':', 2)::int8,"
-        " extract(epoch FROM checkpoint_time)::int8 FROM pg_control_checkpoint()");
-    recovered_next_xid = row[0].as<std::uint64_t>();
-    ASSERT_GE(row[1].as<Micros>(), server_before_crash / kMicrosPerSecond - 1)
-        << "the latest checkpoint is not the end-of-recovery one";
-  }
+  const Checkpoint checkpoint = LatestCheckpoint(*conn);
+  ASSERT_GE(checkpoint.time_s, server_before_crash / kMicrosPerSecond - 1)
+      << "the latest checkpoint is not the end-of-recovery one";
+  const std::uint64_t recovered_next_xid = checkpoint.next_xid;
   std::set<std::string> xids_after_restart;
   for (const auto& worker_records : records)
     for (const CallRecord& rec : worker_records)
@@ -751,19 +662,19 @@ TEST_P(LockWaitTimeoutTest, CleanErrorAndNothingHalfWritten) {
   const std::string held_config = LongWindow(10, c.shards), other_config = LongWindow(10);
   const double before = c.existing ? 2 : 0, holder_count = c.shards > 1 ? 6 : 3;
   if (c.existing) {
-    pqxx::work tx(Main());
+    pqxx::work tx(Conn());
     ASSERT_TRUE(Limit(tx, held, held_key, held_config, before).ok);
     tx.commit();
   }
 
-  auto holder = Connect(g_db);
+  auto holder = ConnectTo(g_db);
   pqxx::work holder_tx(*holder);
   ASSERT_TRUE(Limit(holder_tx, held, held_key, held_config, holder_count).ok);
   const std::vector<std::string> holder_view = StateRows(holder_tx, held);
 
-  auto waiter = Connect(g_db);
+  auto waiter = ConnectTo(g_db);
   const int waiter_pid = waiter->backendpid();
-  auto probe = Connect(g_db);
+  auto probe = ConnectTo(g_db);
   const std::string set_timeout = std::string("SET LOCAL ") + c.setting + " = '300ms'";
 
   // The call that waits for the holder; returns the SQLSTATE it failed with.
@@ -828,7 +739,7 @@ TEST_P(LockWaitTimeoutTest, CleanErrorAndNothingHalfWritten) {
   holder_tx.commit();
 
   {
-    pqxx::work tx(Main());
+    pqxx::work tx(Conn());
     EXPECT_EQ(StateRows(tx, held), holder_view)
         << "the holder's rows, as it saw them before committing:" << Describe(holder_view);
     auto [held_total, held_rows] = StoredTotal(tx, held, held_key);
@@ -879,9 +790,9 @@ INSTANTIATE_TEST_SUITE_P(Timeouts, LockWaitTimeoutTest,
 //   - The same with the extension re-created in another schema, and then
 //     back in public: the backends follow the tables to the new schema.
 TEST(ExtensionLifecycleTest, DropAndRecreate) {
-  const std::string db = CreateDatabase("lifecycle");
+  const std::string db = CreateRunDatabase("lifecycle");
   CreateExtension(db);
-  auto a = Connect(db), b = Connect(db);
+  auto a = ConnectTo(db), b = ConnectTo(db);
   const std::string name = "lifecycle", config = SlowBucket(5);
 
   auto call = [&](pqxx::connection& conn, const std::string& schema, const char* key,
@@ -956,7 +867,7 @@ TEST(ExtensionLifecycleTest, DropAndRecreate) {
   EXPECT_NEAR(call(*b, "public", "k", config).remaining, 3, 1e-6)
       << "B's backend, which called before the DROP";
   {
-    auto c = Connect(db);
+    auto c = ConnectTo(db);
     EXPECT_NEAR(call(*c, "public", "k", config).remaining, 2, 1e-6) << "a new backend";
     pqxx::work tx(*c);
     tx.exec_params1("SELECT public.ratelimit_define($1, $2::jsonb)", name, config);
@@ -1006,9 +917,9 @@ TEST(ExtensionLifecycleTest, DropAndRecreate) {
 //     database.
 TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
   REQUIRE_CLUSTER_DIR();
-  const std::string src = CreateDatabase("dump_src");
+  const std::string src = CreateRunDatabase("dump_src");
   CreateExtension(src);
-  auto s = Connect(src);
+  auto s = ConnectTo(src);
   const std::string defined = "dump.defined", sharded = "dump.sharded", window = "dump.window",
                     sliding = "dump.sliding";
   const std::string defined_config = SlowBucket(5), sharded_config = SlowBucket(40, 4),
@@ -1069,16 +980,16 @@ TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
   const std::vector<std::string> src_definitions = definitions(*s);
   ASSERT_EQ(src_definitions.size(), 2u);
 
-  const std::string dump = g_cluster_dir + "/faults_" + g_run_id + ".dump";
+  const std::string dump = ClusterDir() + "/faults_" + g_run_id + ".dump";
   const auto t0 = Clock::now();
   ASSERT_EQ(ClusterCtl("dump " + ShellQuote(src) + " " + ShellQuote(dump)), 0) << "pg_dump failed";
-  const std::string dst = CreateDatabase("dump_dst");
+  const std::string dst = CreateRunDatabase("dump_dst");
   const int restore_rc = ClusterCtl("restore " + ShellQuote(dst) + " " + ShellQuote(dump));
   const double dump_restore_s = Seconds(Clock::now() - t0);
   std::remove(dump.c_str());
   ASSERT_EQ(restore_rc, 0) << "pg_restore failed";
 
-  auto d = Connect(dst);
+  auto d = ConnectTo(dst);
   EXPECT_EQ(StateRows(*d, ""), src_rows) << "source:" << Describe(src_rows);
   EXPECT_EQ(definitions(*d), src_definitions);
   {
@@ -1170,34 +1081,16 @@ TEST(DumpRestoreTest, StateAndDefinitionsSurvive) {
 
 // Creates this run's main database with the extension, and drops every
 // database of the run at the end (best effort).
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const char* cluster_dir = std::getenv("CLUSTER_DIR");
-    g_cluster_dir = cluster_dir != nullptr ? cluster_dir : "";
-    try {
-      pqxx::connection conn("");
-      pqxx::nontransaction tx(conn);
-      g_run_id = std::to_string(getpid());
-      if (!tx.exec1("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].as<bool>()) {
-        FAIL() << "faults_test needs a superuser (pg_terminate_backend, ratelimit.now, CREATE DATABASE)";
-      }
-      g_db = CreateDatabase("main");
-      CreateExtension(g_db);
-    } catch (const std::exception& e) {
-      FAIL() << "cannot set up the server (is PGHOST etc. set, and the extension installed?): " << e.what();
+class FaultsEnvironment : public ServerEnvironment {
+  void SetUpServer() override {
+    pqxx::connection conn("");
+    pqxx::nontransaction tx(conn);
+    g_run_id = std::to_string(getpid());
+    if (!IsSuperuser(tx)) {
+      FAIL() << "faults_test needs a superuser (pg_terminate_backend, ratelimit.now, CREATE DATABASE)";
     }
-  }
-
-  void TearDown() override {
-    try {
-      pqxx::connection conn("");
-      pqxx::nontransaction tx(conn);
-      for (const auto& db : g_databases)
-        tx.exec0("DROP DATABASE IF EXISTS " + tx.quote_name(db) + " WITH (FORCE)");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "note: could not drop this run's databases: %s\n", e.what());
-    }
+    g_db = CreateRunDatabase("main");
+    CreateExtension(g_db);
   }
 };
 
@@ -1206,12 +1099,5 @@ class ServerEnvironment : public ::testing::Environment {
 int main(int argc, char** argv) {
   // A write to a connection the server closed must fail, not kill the program.
   signal(SIGPIPE, SIG_IGN);
-  ::testing::InitGoogleTest(&argc, argv);
-  try {
-    ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
-    return RUN_ALL_TESTS();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "faults_test: %s\n", e.what());
-    return 1;
-  }
+  return client_test::RunAllTests(argc, argv, new FaultsEnvironment, "faults_test");
 }

@@ -4,16 +4,9 @@
 -- extension's frames. Outputs are not compared (the regression suite does
 -- that); errors that a call is expected to raise are caught by pg_temp.try.
 \set ON_ERROR_STOP 1
-SET timezone = 'UTC';
+\i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 CREATE EXTENSION IF NOT EXISTS ratelimit;
-CREATE FUNCTION pg_temp.try(query text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE query;
-  RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 \set tb '''{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 20, "maxReserved": 50}'''
 \set fw '''{"kind": "fixed window", "rate": 5, "period": "1 minute", "jitter": true}'''
 \set sw '''{"kind": "sliding window", "rate": 4, "period": "1 minute"}'''
