@@ -51,6 +51,9 @@ ensure_packages
 prefetch_major_roots $RATELIMIT_MAJORS
 trap stop_major_prefetch EXIT
 
+echo "== source layout: a header per module, no dependency cycle between modules (scripts/check-layout.sh)"
+stage "source layout" scripts/check-layout.sh
+
 echo "== C++ unit tests (CMake/CTest)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 >/dev/null

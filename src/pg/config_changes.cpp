@@ -16,7 +16,7 @@
 #include "policy.h"
 #include "row_codec.h"
 #include "shards.h"
-#include "storage.h"
+#include "storage_registry.h"
 
 extern "C" {
 #include "storage/lmgr.h"

@@ -3,6 +3,7 @@
 // refunds. The core decides; these files only choose which rows to read or
 // lock, in which order, and store.
 #include "consume.h"
+#include "storage_registry.h"
 
 #include "clock.h"
 #include "config_cache.h"

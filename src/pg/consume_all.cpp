@@ -4,6 +4,7 @@
 // storages, and decided again in a subtransaction kept only if every entry
 // is granted.
 #include "consume_all.h"
+#include "storage_registry.h"
 
 #include <algorithm>
 #include <cstdlib>

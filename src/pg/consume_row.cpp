@@ -1,6 +1,7 @@
 // One unsharded row: decide from the latest committed state, write a grant
 // if the row is still what was read, else decide again under the row lock.
 #include "consume_row.h"
+#include "storage_registry.h"
 
 #include "config_cache.h"
 #include "decide.h"

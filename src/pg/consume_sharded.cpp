@@ -3,6 +3,7 @@
 // the decision needs are locked, in canonical order, and decided again in a
 // subtransaction kept only for a grant.
 #include "consume_sharded.h"
+#include "storage_registry.h"
 
 #include "clock.h"
 #include "config_cache.h"

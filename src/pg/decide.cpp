@@ -1,5 +1,6 @@
 // What the decision paths share (decide.h), over the storage seam.
 #include "decide.h"
+#include "storage_registry.h"
 
 #include "clock.h"
 #include "policy.h"

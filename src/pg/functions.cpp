@@ -14,7 +14,7 @@
 #include "limits_json.h"
 #include "policy.h"
 #include "stats.h"
-#include "storage.h"
+#include "storage_registry.h"
 
 extern "C" {
 #include "access/htup_details.h"

@@ -4,7 +4,8 @@
 // lock, read, write, insert and delete rows, and scan them for
 // ratelimit_status and ratelimit_cleanup. The table storage
 // (table_storage.cpp, over ratelimit_state) is one implementation; a new
-// storage is one more Storage value, listed in storage.cpp, plus its tests.
+// storage is one more Storage value, listed in storage_registry.cpp, plus
+// its tests. This header only defines the interface (no module behind it).
 #pragma once
 
 #include "limit_call.h"
@@ -104,12 +105,6 @@ struct Storage {
   // carries them over with the steps above.)
   int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out);
 };
-
-// The storage a call's limit lives in.
-const Storage& StorageFor(const LimitCall& call);
-// Every storage, for what spans them all (reset, cleanup, status, config
-// changes): count of them, *out the array.
-int AllStorages(const Storage* const** out);
 
 static_assert(std::is_trivially_destructible_v<StoredState>);
 static_assert(std::is_trivially_destructible_v<RowWrite>);

@@ -1,5 +1,5 @@
-// The storages a limit can live in (storage.h), and which one a call uses.
-#include "storage.h"
+// The storages a limit can live in, and which one a call uses.
+#include "storage_registry.h"
 
 #include "table_storage.h"
 
