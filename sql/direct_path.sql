@@ -70,9 +70,9 @@ SELECT pg_temp.try($$ SELECT * FROM ratelimit_limit_all('[{"name": "dp", "key": 
 SELECT ok, remaining FROM ratelimit_limit('dp', 'a', :cfg, 1);
 ALTER TABLE ratelimit_state DROP CONSTRAINT dp_small;
 
--- The installed shard CHECK is prepared once per change of the table; one
--- replaced under its name (built-in functions only) is the one enforced
--- from the next call on, in the same session and transaction.
+-- The installed shard CHECK ("shard >= 0", judged by its shape) is prepared
+-- once per change of the table; one replaced under its name is the one
+-- enforced from the next call on, in the same session and transaction.
 BEGIN;
 SELECT ok FROM ratelimit_limit('dp', 'a', :cfg, 1);
 ALTER TABLE ratelimit_state DROP CONSTRAINT ratelimit_state_shard_check;
@@ -182,3 +182,17 @@ DROP FUNCTION dp_log_column();
 DROP FUNCTION dp_log_statement();
 SELECT ratelimit_reset('dp', 'a'), ratelimit_reset('dp', 'sh');
 RESET ratelimit.now;
+
+-- A session that has only reset limits (the direct delete: no SQL, no
+-- config lookup) sees a rule added afterwards at its next call: the table's
+-- shape is derived again, and the DELETE goes through SQL, where the rule
+-- applies (DO INSTEAD NOTHING: the row stays).
+SELECT ok FROM ratelimit_limit('dp_rule', 'k', :cfg, 1);
+\c
+SELECT ratelimit_reset('dp_rule', 'other');
+CREATE RULE dp_keep AS ON DELETE TO ratelimit_state WHERE OLD.name = 'dp_rule' DO INSTEAD NOTHING;
+SELECT ratelimit_reset('dp_rule', 'k');
+SELECT count(*) AS rows_kept FROM ratelimit_state WHERE name = 'dp_rule';
+DROP RULE dp_keep ON ratelimit_state;
+SELECT ratelimit_reset('dp_rule', 'k');
+SELECT count(*) AS rows_left FROM ratelimit_state WHERE name = 'dp_rule';

@@ -6,6 +6,7 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
+#include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -26,6 +27,8 @@ struct CatalogState {
   Oid definition_table;
   bool override_looked_up;  // override_table is known (InvalidOid: absent)
   Oid override_table;
+  // The state table and probe indexes a shape was derived from (WatchStateTable).
+  Oid watched_state_table;
   Oid keyed_index;
   Oid null_key_index;
   uint64 state_generation;
@@ -57,13 +60,15 @@ void OnRelcacheInvalidation(Datum arg, Oid relid) {
     ++catalog.overrides_generation;
     return;
   }
-  if (relid == catalog.state_table || relid == catalog.facts.state_table) {
+  // Judged before any hint is cleared: each test below reads them.
+  bool state_table = relid == catalog.state_table || relid == catalog.facts.state_table ||
+                     relid == catalog.watched_state_table;
+  if (state_table || relid == catalog.keyed_index || relid == catalog.null_key_index)
+    ++catalog.state_generation;
+  if (state_table) {
     catalog.state_table = InvalidOid;
     catalog.facts_valid = false;
   }
-  if (relid == catalog.state_table || relid == catalog.keyed_index || relid == catalog.null_key_index ||
-      relid == catalog.facts.state_table)
-    ++catalog.state_generation;
   if (relid == catalog.definition_table || relid == catalog.watched_definitions) {
     catalog.definition_table = InvalidOid;
     ++catalog.definitions_generation;
@@ -131,9 +136,20 @@ Oid OverrideTableOid() {
   return catalog.override_table;
 }
 
+Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode) {
+  for (;;) {
+    Oid relid = oid_of();
+    if (!OidIsValid(relid)) return InvalidOid;
+    LockRelationOid(relid, mode);
+    if (oid_of() == relid) return relid;
+    UnlockRelationOid(relid, mode);
+  }
+}
+
 uint64 StateTableGeneration() { return catalog.state_generation; }
 
-void WatchProbeIndexes(Oid keyed, Oid null_key) {
+void WatchStateTable(Oid table, Oid keyed, Oid null_key) {
+  catalog.watched_state_table = table;
   catalog.keyed_index = keyed;
   catalog.null_key_index = null_key;
 }

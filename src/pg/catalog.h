@@ -14,6 +14,10 @@
 
 #include "limit_call.h"
 
+extern "C" {
+#include "storage/lockdefs.h"
+}
+
 namespace ratelimit_pg {
 
 void RegisterCatalogInvalidation();
@@ -30,11 +34,18 @@ Oid StateTableOid();
 Oid DefinitionTableOid();
 Oid OverrideTableOid();
 
-// Changes whenever the state table, either probe index (WatchProbeIndexes)
-// or a schema is invalidated: what a module derived from them in an
-// earlier generation must be derived again.
+// Locks the relation `oid_of` finds (StateTableOid, DefinitionTableOid,
+// OverrideTableOid) in `mode`, retrying if the name came to mean another
+// relation before the lock was granted (a DROP and CREATE EXTENSION), as
+// RangeVarGetRelidExtended does. Returns its oid; InvalidOid (nothing
+// locked) when oid_of finds none.
+Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode);
+
+// Changes whenever the state table, either probe index (WatchStateTable:
+// the relations a derivation read) or a schema is invalidated: what a
+// module derived from them in an earlier generation must be derived again.
 uint64 StateTableGeneration();
-void WatchProbeIndexes(Oid keyed, Oid null_key);
+void WatchStateTable(Oid table, Oid keyed, Oid null_key);
 
 // The facts the SQL statements' text is made from: the schema's name and
 // whether the state table has idle_at (0.1.0 does not: a newer library must

@@ -127,19 +127,6 @@ inline void InitSingleRangeTable(EState* estate, Relation rel, Bitmapset* update
 #endif
 }
 
-// Walks an expression tree (16 made expression_tree_walker a macro that
-// casts the walker to its callback type; 15 takes bool (*)()).
-using ExpressionWalker = bool (*)(Node*, void*);
-inline bool WalkExpression(Node* node, ExpressionWalker walker, void* context) {
-#if PG_VERSION_NUM >= 160000
-  return expression_tree_walker(node, walker, context);
-#else
-  // (Through void (*)(), the generic function pointer type.)
-  return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(walker)),
-                                context);
-#endif
-}
-
 // Whether an interval is 'infinity' or '-infinity': interval_in accepts
 // them from 17 on; before, it refuses them, so no interval is infinite.
 inline bool IntervalIsInfinite(const Interval* interval) {
@@ -148,6 +135,19 @@ inline bool IntervalIsInfinite(const Interval* interval) {
 #else
   (void)interval;
   return false;
+#endif
+}
+
+// Hands the executor a result relation's CHECK expressions, prepared, as
+// ExecRelCheck would prepare them on first use (18 renamed the field and
+// skips NULL entries, so its array is zeroed as it makes it).
+inline void SetPreparedChecks(ResultRelInfo* rri, ExprState** checks, int count) {
+  auto** array = static_cast<ExprState**>(palloc0(sizeof(ExprState*) * count));
+  for (int i = 0; i < count; ++i) array[i] = checks[i];
+#if PG_VERSION_NUM >= 180000
+  rri->ri_CheckConstraintExprs = array;
+#else
+  rri->ri_ConstraintExprs = array;
 #endif
 }
 
@@ -181,7 +181,8 @@ inline bool HasVirtualGeneratedColumns(const TupleConstr* constr) {
 // interval_in, touch no shared state before they raise).
 inline bool CallInputFunction(PGFunction input, const char* text, Datum* result, char** message) {
 #if PG_VERSION_NUM >= 160000
-  ErrorSaveContext escontext = {T_ErrorSaveContext};
+  ErrorSaveContext escontext{};
+  escontext.type = T_ErrorSaveContext;
   escontext.details_wanted = true;
   if (DirectInputFunctionCallSafe(input, const_cast<char*>(text), InvalidOid, -1,
                                   reinterpret_cast<Node*>(&escontext), result))

@@ -109,6 +109,9 @@ void InlineConfig(Jsonb* config, LimitConfig* out) {
   Remember(EntryKind::kInline, bytes, len, 0, *out);
 }
 
+namespace {
+
+// A name's definition, cached until the definitions generation moves.
 bool NamedConfig(const LimitId& id, LimitConfig* out) {
   // Read before the lookup: a change during it makes the entry miss next time.
   uint64 generation = DefinitionsGeneration();
@@ -124,6 +127,8 @@ bool NamedConfig(const LimitId& id, LimitConfig* out) {
   return defined;
 }
 
+}  // namespace
+
 namespace {
 
 // Changes whenever a definition or an override changes (both only grow).
@@ -135,9 +140,8 @@ uint64 ConfigGeneration() { return DefinitionsGeneration() + OverridesGeneration
 // another session since this transaction took them is seen through the
 // invalidations accepted after.
 void LockConfigTables() {
-  LockRelationOid(DefinitionTableOid(), AccessShareLock);
-  Oid overrides = OverrideTableOid();
-  if (OidIsValid(overrides)) LockRelationOid(overrides, AccessShareLock);
+  LockCatalogRelation(DefinitionTableOid, AccessShareLock);
+  LockCatalogRelation(OverrideTableOid, AccessShareLock);
   AcceptInvalidationMessages();
 }
 

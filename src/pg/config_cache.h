@@ -8,7 +8,6 @@
 namespace ratelimit_pg {
 
 void InlineConfig(Jsonb* config, LimitConfig* out);
-bool NamedConfig(const LimitId& id, LimitConfig* out);
 
 // A call's config: the key's override, else the inline config (for a
 // defined name only the same limit as the definition: 22023), else the

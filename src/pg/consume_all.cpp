@@ -3,12 +3,12 @@
 // then every row the entries use is locked in canonical order, across
 // storages, and decided again in a subtransaction kept only if every entry
 // is granted.
-#include "consume_all.h"
-#include "storage_registry.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include "consume_all.h"
+#include "storage_registry.h"
 
 #include "clock.h"
 #include "config_cache.h"

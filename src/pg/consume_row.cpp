@@ -62,7 +62,7 @@ bool LockedRowStep(void* context) {
 
 }  // namespace
 
-// A refusal from the committed state returns without a lock or a write.
+// A refusal from the committed state returns without a row lock or a write.
 Outcome ConsumeRow(LimitCall* call, Decision* out) {
   StoredState stored = StorageFor(*call).read(call->id, ReadMode::kUnlockedForWrite);
   *out = DecideNow(*call, stored);

@@ -99,6 +99,12 @@ Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
   Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
   if (type == RECORDOID) return ResultDatum(ResultDesc(fcinfo), decision);
   TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+  if (desc->natts != 5) {
+    ReleaseTupleDesc(desc);
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("ratelimit: the result type %s must have the 5 columns of ratelimit_result",
+                           format_type_be(type))));
+  }
   Datum values[5];
   bool nulls[5];
   EncodeDecision(decision, values, nulls);

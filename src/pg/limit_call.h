@@ -6,7 +6,12 @@
 
 #include <type_traits>
 
+// Every core header the adapter uses, before any PostgreSQL header (the
+// core's guard fires only where a core header is first included).
+#include "headers.h"
 #include "limiter.h"
+#include "policy.h"
+#include "shards.h"
 
 extern "C" {
 #include "postgres.h"

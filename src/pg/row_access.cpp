@@ -177,10 +177,11 @@ void OpenIndexes(RowWriter* w, bool speculative) {
 
 // open_indexes false: the write opens them (OpenIndexes) only if it needs
 // them: an update that is not HOT. The step holds the table's ROW
-// EXCLUSIVE lock from before the update, so no index can become ready for
-// inserts between the update and the opening (CREATE INDEX CONCURRENTLY
-// waits for that lock first), and the heap update's HOT decision is the
-// one a concurrently built index is prepared for.
+// EXCLUSIVE lock from before the heap update, so no index can be dropped
+// or marked dead meanwhile, and an index that becomes ready for inserts in
+// between (CREATE INDEX CONCURRENTLY) gets the entry, which its validation
+// accepts; the HOT decision and the index list come from one relcache
+// entry, as in the executor.
 void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative, bool open_indexes = true) {
   Relation rel = table.rel;
   w->estate = CreateExecutorState();
@@ -201,8 +202,8 @@ void BeginRowWrite(const StateTable& table, RowWriter* w, bool speculative, bool
   compat::InitEpqState(&w->epq, w->estate);
   if (table.installed_check != nullptr) {
     // What ExecRelCheck would prepare on its first use in this EState.
-    w->rri->ri_ConstraintExprs = static_cast<ExprState**>(palloc(sizeof(ExprState*)));
-    w->rri->ri_ConstraintExprs[0] = table.installed_check;
+    ExprState* checks[1] = {table.installed_check};
+    compat::SetPreparedChecks(w->rri, checks, 1);
   }
   w->indexes_open = false;
   if (open_indexes) OpenIndexes(w, speculative);

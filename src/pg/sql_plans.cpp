@@ -297,9 +297,14 @@ void LeaveSqlScope(const SqlScope& scope) {
   SetUserIdAndSecContext(scope.user, scope.sec_context);
 }
 
+namespace {
+
+// Whether the installed schema has the statement (cleanup needs idle_at, 0.2.0 on).
 bool HasStatement(Statement statement) {
   return statement != Statement::kCleanup || CheckPlanFacts().has_idle_at;
 }
+
+}  // namespace
 
 void ExecuteStatement(Statement statement, bool null_key, Datum* values, const char* nulls, int expected,
                       long limit) {

@@ -74,8 +74,6 @@ void RequireLookupSafe(Oid table);
 // the caller's settings.
 void PinConversionSettings();
 
-// Whether the installed schema has the statement (cleanup needs idle_at, 0.2.0 on).
-bool HasStatement(Statement statement);
 // Whether the state table has idle_at (0.2.0 on).
 bool StateHasIdleAt();
 // The extension's schema, quoted for SQL text.

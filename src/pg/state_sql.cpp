@@ -235,7 +235,8 @@ void ScanStatusRowsSql(StatusRowSink sink, void* context) {
 }
 
 // The rows a config change locks, ordered by key and shard: of one key, or
-// of every key of the name without an override.
+// of every key of the name without an override. The rows' keys point into
+// the SPI result, which is freed with the call's SPI memory (SPI_finish).
 int LockRowsForChangeSql(text* name, text* key, KeyedRow** out) {
   const char* schema = QuotedSchema();
   const char* filter = key != nullptr ? " AND key = $2" : "";

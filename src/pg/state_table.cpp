@@ -34,6 +34,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
 #include "storage/sinval.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -150,32 +151,66 @@ bool HasStatementLevelUpdateTriggers(Relation rel) {
 // The CHECK constraint the extension installs (shard >= 0): no owner code.
 constexpr const char* kInstalledShardCheck = "ratelimit_state_shard_check";
 
-bool IsUserFunction(Oid function, void* context) {
-  (void)context;
-  return function >= FirstNormalObjectId;
+// Whether a node is the integer constant 0 (of type int2, int4 or int8).
+bool IsZero(const Node* node) {
+  if (node == nullptr || !IsA(node, Const)) return false;
+  const auto* c = reinterpret_cast<const Const*>(node);
+  if (c->constisnull) return false;
+  switch (c->consttype) {
+    case INT2OID:
+      return DatumGetInt16(c->constvalue) == 0;
+    case INT4OID:
+      return DatumGetInt32(c->constvalue) == 0;
+    case INT8OID:
+      return DatumGetInt64(c->constvalue) == 0;
+    default:
+      return false;
+  }
 }
 
-bool CallsUserFunction(Node* node, void* context) {
-  if (node == nullptr) return false;
-  if (check_functions_in_node(node, IsUserFunction, context)) return true;
-  return compat::WalkExpression(node, CallsUserFunction, context);
+// Whether an expression is exactly "shard >= 0", as the extension installs
+// it: a built-in integer comparison of the shard column with the constant 0.
+// Judged by its shape, not by which functions it calls: a built-in such as
+// query_to_xml runs any SQL.
+bool IsShardAtLeastZero(const Node* node, AttrNumber shard) {
+  if (node == nullptr || !IsA(node, OpExpr)) return false;
+  const auto* op = reinterpret_cast<const OpExpr*>(node);
+  if ((op->opfuncid != F_INT24GE && op->opfuncid != F_INT2GE && op->opfuncid != F_INT28GE) ||
+      list_length(op->args) != 2)
+    return false;
+  const Node* left = static_cast<const Node*>(linitial(op->args));
+  return IsA(left, Var) && reinterpret_cast<const Var*>(left)->varattno == shard &&
+         IsZero(static_cast<const Node*>(lsecond(op->args)));
 }
 
-// Whether a CHECK constraint is the installed shard check: its name, and an
-// expression that calls only built-in functions (an owner may have replaced
-// it under the same name). The answer for the last expression seen is kept,
-// by its text, so the table as installed does not parse it on every call.
-bool IsInstalledShardCheck(const ConstrCheck& check) {
+// Whether a CHECK constraint is the installed shard check: its name and
+// the shape "shard >= 0" (an owner may have replaced it under the same
+// name). The answer for the last expression seen is kept, by its text, so
+// the table as installed does not parse it on every call.
+bool IsInstalledShardCheck(const ConstrCheck& check, AttrNumber shard) {
   static char* seen = nullptr;
+  static AttrNumber seen_shard = InvalidAttrNumber;
   static bool seen_answer = false;
   if (std::strcmp(check.ccname, kInstalledShardCheck) != 0) return false;
-  if (seen != nullptr && std::strcmp(seen, check.ccbin) == 0) return seen_answer;
-  bool answer = !CallsUserFunction(static_cast<Node*>(stringToNode(check.ccbin)), nullptr);
+  if (seen != nullptr && seen_shard == shard && std::strcmp(seen, check.ccbin) == 0) return seen_answer;
+  bool answer = IsShardAtLeastZero(static_cast<Node*>(stringToNode(check.ccbin)), shard);
   char* copy = MemoryContextStrdup(TopMemoryContext, check.ccbin);
   if (seen != nullptr) pfree(seen);
   seen = copy;
+  seen_shard = shard;
   seen_answer = answer;
   return answer;
+}
+
+// Whether a column default is the shard's installed one: the constant 0,
+// possibly cast to int2 by the built-in int4-to-int2 cast.
+bool IsZeroDefault(const Node* node) {
+  if (node != nullptr && IsA(node, FuncExpr)) {
+    const auto* cast = reinterpret_cast<const FuncExpr*>(node);
+    return cast->funcid == F_INT2_INT4 && list_length(cast->args) == 1 &&
+           IsZero(static_cast<const Node*>(linitial(cast->args)));
+  }
+  return IsZero(node);
 }
 
 // Whether a state column whose type was changed is converted by the
@@ -250,12 +285,11 @@ bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
 }
 
 // Whether a column default can run the owner's code: one on any column but
-// the shard, or the shard's if it calls a function that is not built in.
+// the shard, or the shard's if it is not the installed constant 0.
 bool DefaultsRunOwnerCode(const TupleConstr* constr, AttrNumber shard) {
   for (int i = 0; i < constr->num_defval; ++i) {
     const AttrDefault& def = constr->defval[i];
-    if (def.adnum != shard || CallsUserFunction(static_cast<Node*>(stringToNode(def.adbin)), nullptr))
-      return true;
+    if (def.adnum != shard || !IsZeroDefault(static_cast<Node*>(stringToNode(def.adbin)))) return true;
   }
   return false;
 }
@@ -286,7 +320,8 @@ bool NewVersionRunsOwnerCode(const StateTable& table, CmdType command) {
   if (constr != nullptr) {
     if (constr->has_generated_stored) return true;
     if (command == CMD_INSERT && DefaultsRunOwnerCode(constr, table.columns.shard)) return true;
-    if (constr->num_check > 1 || (constr->num_check == 1 && !IsInstalledShardCheck(constr->check[0])))
+    if (constr->num_check > 1 ||
+        (constr->num_check == 1 && !IsInstalledShardCheck(constr->check[0], table.columns.shard)))
       return true;
   }
   return HasOwnerIndexes(table);
@@ -320,17 +355,6 @@ bool HasStatementLevelDeleteTriggers(Relation rel) {
          (t->trig_delete_before_statement || t->trig_delete_after_statement || t->trig_delete_old_table);
 }
 
-// Locks the state table, retrying if the name came to mean another
-// relation before the lock was granted (a DROP and CREATE EXTENSION).
-Oid LockStateTable(LOCKMODE mode) {
-  for (;;) {
-    Oid relid = StateTableOid();
-    LockRelationOid(relid, mode);
-    if (StateTableOid() == relid) return relid;
-    UnlockRelationOid(relid, mode);
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -348,9 +372,9 @@ TableShape shape{};
 
 // The installed shard check, prepared (as ExecRelCheck prepares a CHECK)
 // in the shape's own memory, if it is the table's only CHECK; else nullptr.
-ExprState* PrepareInstalledCheck(Relation rel, MemoryContext memory) {
+ExprState* PrepareInstalledCheck(Relation rel, AttrNumber shard, MemoryContext memory) {
   const TupleConstr* constr = RelationGetDescr(rel)->constr;
-  if (constr == nullptr || constr->num_check != 1 || !IsInstalledShardCheck(constr->check[0]) ||
+  if (constr == nullptr || constr->num_check != 1 || !IsInstalledShardCheck(constr->check[0], shard) ||
       !compat::CheckEnforced(constr->check[0]) || compat::HasVirtualGeneratedColumns(constr))
     return nullptr;
   MemoryContext outer = MemoryContextSwitchTo(memory);
@@ -379,7 +403,7 @@ TableShape DeriveShape(Relation rel) {
   t.direct_delete = t.direct_write && !HasStatementLevelDeleteTriggers(rel);
   found.memory =
       AllocSetContextCreate(CacheMemoryContext, "ratelimit state table shape", ALLOCSET_SMALL_SIZES);
-  t.installed_check = PrepareInstalledCheck(rel, found.memory);
+  t.installed_check = PrepareInstalledCheck(rel, t.columns.shard, found.memory);
   return found;
 }
 
@@ -389,7 +413,7 @@ const TableShape& ShapeOf(Relation rel) {
   uint64 generation = StateTableGeneration();
   if (shape.generation == generation && shape.relid == RelationGetRelid(rel)) return shape;
   TableShape found = DeriveShape(rel);
-  WatchProbeIndexes(found.facts.keyed_index, found.facts.null_key_index);
+  WatchStateTable(found.relid, found.facts.keyed_index, found.facts.null_key_index);
   // Opening the indexes may have processed an invalidation: remember the
   // shape only if none arrived meanwhile (the next step derives it again).
   found.generation = StateTableGeneration() == generation ? generation : 0;
@@ -404,7 +428,7 @@ const TableShape& ShapeOf(Relation rel) {
 }  // namespace
 
 StateTable OpenStateTable(LOCKMODE mode) {
-  Relation rel = table_open(LockStateTable(mode), NoLock);
+  Relation rel = table_open(LockCatalogRelation(StateTableOid, mode), NoLock);
   const TableShape& found = ShapeOf(rel);
   if (!found.deterministic)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
