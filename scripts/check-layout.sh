@@ -2,6 +2,8 @@
 # Checks the source layout the README's "Code layout" describes:
 #   - every src/core and src/pg module x.cpp has its header x.h (the entry
 #     points, which nothing calls, excepted);
+#   - in every src/pg file, C++ standard headers (<...>) come before the
+#     project's ("..."), which bring PostgreSQL's in (STYLE: C++ first);
 #   - no two modules of src/pg depend on each other, directly or through
 #     others: the graph "x.cpp or x.h includes y.h" (y another module) has
 #     no cycle.
@@ -15,6 +17,15 @@ for cpp in src/core/*.cpp src/pg/*.cpp; do
   [ "$cpp" = src/pg/entry_points.cpp ] && continue
   if [ ! -f "$base.h" ]; then
     echo "check-layout: $cpp has no header $base.h" >&2
+    status=1
+  fi
+done
+
+for file in src/pg/*.cpp src/pg/*.h; do
+  late=$(awk '/^#include "/ { project = 1 } /^#include </ { if (project) print FILENAME ":" FNR ": " $0 }' "$file")
+  if [ -n "$late" ]; then
+    echo "check-layout: a C++ header after the project's (which include PostgreSQL's):" >&2
+    echo "$late" >&2
     status=1
   fi
 done
