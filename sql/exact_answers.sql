@@ -174,3 +174,18 @@ SELECT ts = :'owner_window' AS same_window FROM ratelimit_value('tz-abbrev', 'x'
 RESET timezone_abbreviations;
 SELECT ratelimit_undefine(name) FROM (VALUES ('lockout'), ('lockout-deep'), ('lockout-burst'), ('lockout-early'), ('tz-abbrev'), ('cl-cap'), ('cl-ov'), ('prec')) n(name);
 DROP ROLE exact_app;
+
+-- An owner's ALTER TYPE of ratelimit_result: a call answers 42804 instead of
+-- forming a row of another shape (nothing is consumed); a dropped column is
+-- no obstacle.
+\i test/sql_support/setup.sql
+ALTER TYPE ratelimit_result ADD ATTRIBUTE extra integer;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('ea-type', 'k', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+SELECT count(*) AS rows_written FROM ratelimit_state WHERE name = 'ea-type';
+ALTER TYPE ratelimit_result DROP ATTRIBUTE extra;
+SELECT ok, remaining FROM ratelimit_limit('ea-type', 'k', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}');
+ALTER TYPE ratelimit_result ALTER ATTRIBUTE ok TYPE text;
+SELECT pg_temp.try($$ SELECT ratelimit_check('ea-type', 'k', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}') $$);
+ALTER TYPE ratelimit_result ALTER ATTRIBUTE ok TYPE boolean;
+SELECT ok, remaining FROM ratelimit_check('ea-type', 'k', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}');
+SELECT ratelimit_reset('ea-type', 'k');

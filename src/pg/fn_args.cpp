@@ -40,12 +40,41 @@ Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) 
   return value;
 }
 
-// Forms a ratelimit_result from a decision.
-Datum ResultDatum(TupleDesc desc, const Decision& decision) {
-  Datum values[5];
-  bool nulls[5];
-  EncodeDecision(decision, values, nulls);
-  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+// Forms a ratelimit_result row of `desc` from a decision. The descriptor
+// must be ratelimit_result's shape: five live columns of the installed
+// types (an ALTER TYPE may have added, dropped or retyped one: 42804
+// instead of a datum of the wrong type; dropped columns are NULL).
+HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
+  static const Oid kTypes[5] = {BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID};
+  Datum encoded[5];
+  bool encoded_nulls[5];
+  EncodeDecision(decision, encoded, encoded_nulls);
+  auto* values = static_cast<Datum*>(palloc0(sizeof(Datum) * (desc->natts + 1)));
+  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (desc->natts + 1)));
+  int live = 0;
+  bool shape_ok = true;
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    nulls[i] = true;
+    if (att->attisdropped) continue;
+    if (live >= 5 || att->atttypid != kTypes[live]) {
+      shape_ok = false;
+      break;
+    }
+    values[i] = encoded[live];
+    nulls[i] = encoded_nulls[live];
+    ++live;
+  }
+  if (!shape_ok || live != 5)
+    ereport(ERROR,
+            (errcode(ERRCODE_DATATYPE_MISMATCH),
+             errmsg("ratelimit: result type %s is not ratelimit_result's shape", format_type_be(type)),
+             errdetail("A decision is (ok boolean, retry_after double precision, retry_at timestamp with "
+                       "time zone, remaining double precision, reset_after double precision).")));
+  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+  pfree(values);
+  pfree(nulls);
+  return tuple;
 }
 
 }  // namespace
@@ -97,18 +126,11 @@ Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
   // composite type, ratelimit_result): no copy per call, as
   // get_call_result_type makes. A function declared otherwise asks it.
   Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
-  if (type == RECORDOID) return ResultDatum(ResultDesc(fcinfo), decision);
+  if (type == RECORDOID) return HeapTupleGetDatum(DecisionTuple(ResultDesc(fcinfo), decision, type));
+  // The type cache's reference is released at the end of the transaction
+  // on an error (a resource owner's), else here.
   TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
-  if (desc->natts != 5) {
-    ReleaseTupleDesc(desc);
-    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                    errmsg("ratelimit: the result type %s must have the 5 columns of ratelimit_result",
-                           format_type_be(type))));
-  }
-  Datum values[5];
-  bool nulls[5];
-  EncodeDecision(decision, values, nulls);
-  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+  HeapTuple tuple = DecisionTuple(desc, decision, type);
   ReleaseTupleDesc(desc);
   return HeapTupleGetDatum(tuple);
 }
