@@ -202,6 +202,10 @@ LimitConfig ShardConfig(const LimitConfig& config) noexcept {
   return shard;
 }
 
+LimitConfig RowConfig(const LimitConfig& config) noexcept {
+  return config.shards > 1 ? ShardConfig(config) : config;
+}
+
 void PickCandidates(int shards, double unit1, double unit2, int out[2]) noexcept {
   if (shards <= 1) {
     out[0] = out[1] = 0;

@@ -12,6 +12,10 @@ namespace ratelimit {
 // The config of one shard: rate, capacity and maxReserved divided by N.
 LimitConfig ShardConfig(const LimitConfig& config) noexcept;
 
+// The config one stored row of `config` holds: a shard's share
+// (ShardConfig) when the limit is sharded, else the config itself.
+LimitConfig RowConfig(const LimitConfig& config) noexcept;
+
 // Whether two full shards of a sharded limit could ever grant the request
 // (the same test a call makes).
 bool ShardsCanEverGrant(const LimitConfig& config, const Request& request) noexcept;

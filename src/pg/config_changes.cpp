@@ -25,12 +25,8 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
+using ratelimit::RowConfig;
 using ratelimit::ShardInput;
-
-// The config one row of `config` holds (a shard's share when sharded).
-LimitConfig RowConfig(const LimitConfig& config) {
-  return config.shards > 1 ? ratelimit::ShardConfig(config) : config;
-}
 
 // The rows of one key, as locked.
 struct KeyRows {

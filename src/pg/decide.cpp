@@ -27,7 +27,7 @@ RowWrite WriteOf(const LimitCall& call, const LimitState& next, Micros idle_at) 
 }
 
 RowWrite InitialRow(const LimitConfig& config, Micros origin) {
-  LimitConfig row_config = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
+  LimitConfig row_config = ratelimit::RowConfig(config);
   Micros now = ClockNow();
   return TaggedRow(config, ratelimit::InitialState(row_config, now, origin), now);
 }
@@ -39,8 +39,7 @@ RowWrite InitialRow(const LimitConfig& config, Micros origin) {
 LimitState LiveFor(const LimitCall& call, const StoredState& stored, Micros now) {
   LimitState state = StateForKind(stored, call.config.kind, now);
   if (!call.owner_config) return state;
-  return ratelimit::WithinMaxDeficit(
-      call.config.shards > 1 ? ratelimit::ShardConfig(call.config) : call.config, state);
+  return ratelimit::WithinMaxDeficit(ratelimit::RowConfig(call.config), state);
 }
 
 Decision DecideNow(const LimitCall& call, const StoredState& stored) {

@@ -44,7 +44,7 @@ void PutStatusRow(const StatusRow& row, void* context) {
     InlineConfig(row.config, &parsed);
     // The owner's config, as calls apply it (ResolveConfig).
     LimitConfig config = ratelimit::OwnerBounded(parsed);
-    LimitConfig per_row = config.shards > 1 ? ratelimit::ShardConfig(config) : config;
+    LimitConfig per_row = ratelimit::RowConfig(config);
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
     LimitState state =

@@ -50,6 +50,23 @@ void ExpectNoWrites(const ShardDecision& d) {
 
 // ---- ShardConfig -----------------------------------------------------------
 
+// A row of an unsharded limit holds the config itself; a shard's row its share.
+TEST(RowConfig, IsTheConfigUnshardedAndTheShardsShareSharded) {
+  LimitConfig config{};
+  config.kind = Kind::kTokenBucket;
+  config.rate = 100;
+  config.period = 60 * ratelimit::kMicrosPerSecond;
+  config.shards = 1;
+  LimitConfig row = ratelimit::RowConfig(config);
+  EXPECT_EQ(row.rate, 100);
+  EXPECT_FALSE(row.has_capacity);
+  config.shards = 4;
+  row = ratelimit::RowConfig(config);
+  EXPECT_EQ(row.shards, 1);
+  EXPECT_EQ(row.rate, 25);
+  EXPECT_EQ(row.capacity, ratelimit::ShardConfig(config).capacity);
+}
+
 TEST(ShardConfig, DividesRateCapacityAndMaxReservedByN) {
   LimitConfig c = WithShards(WithMaxReserved(WithCapacity(TokenBucket(40, kMinute), 80), 20), 4);
   ASSERT_TRUE(ValidateConfig(c).ok());
