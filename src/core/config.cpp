@@ -135,6 +135,10 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
   if (config.has_jitter && !config.jitter_is_period && (config.jitter <= 0 || config.jitter > kHorizonMicros))
     return Invalid("Use true for up to one period, or a positive duration.",
                    "config field \"jitter\" must be a positive duration");
+  if (config.keep_on_rollback && !config.memory)
+    return Invalid("A table limit's grant is always given back when its transaction rolls back; use "
+                   "\"storage\": \"memory\" to keep it.",
+                   "config field \"on_rollback\": \"keep\" needs \"storage\": \"memory\"");
   Status status = CheckFieldsApply(config);
   if (!status.ok()) return status;
   return CheckRefillHorizon(config);

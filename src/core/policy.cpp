@@ -33,7 +33,7 @@ bool SameJitter(const LimitConfig& a, const LimitConfig& b) {
 bool SameLimit(const LimitConfig& a, const LimitConfig& b) noexcept {
   return a.kind == b.kind && a.rate == b.rate && a.period == b.period && Capacity(a) == Capacity(b) &&
          SameReserve(a, b) && SameStart(a, b) && a.shards == b.shards && SameJitter(a, b) &&
-         a.shadow == b.shadow;
+         a.shadow == b.shadow && a.memory == b.memory && a.keep_on_rollback == b.keep_on_rollback;
 }
 
 LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, double tokens) noexcept {

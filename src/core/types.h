@@ -47,6 +47,8 @@ struct LimitConfig {
   bool jitter_is_period = false;  // "jitter": true: up to one period
   Micros jitter = 0;              // else the most random delay added to a refusal's retry time
   bool shadow = false;            // "shadow": true: refusals are only counted, the call is granted
+  bool memory = false;            // "storage": "memory": kept in shared memory, not in a table row
+  bool keep_on_rollback = false;  // "on_rollback": "keep": a memory grant outlives its rollback
 };
 
 constexpr int kMaxShards = 1024;

@@ -172,6 +172,9 @@ void ResolveConfig(LimitCall* call) {
   }
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
+  // Memory keeps one entry per limit, decided exactly: shards are accepted
+  // and unnecessary.
+  if (call->config.memory) call->config.shards = 1;
 }
 
 void CompleteLimitCall(LimitCall* call) {

@@ -100,7 +100,7 @@ void SpreadRows(const Storage& storage, const KeyRows& rows, const LimitConfig& 
 void ApplyToKey(const Storage& storage, const KeyRows& rows, const LimitConfig* from, const LimitConfig& to,
                 Micros now) {
   if (rows.count == 0) return;
-  if (KindChanges(rows, from, to)) {
+  if (KindChanges(rows, from, to) || to.memory) {  // (rows of a limit now kept in memory are never read)
     storage.delete_limit(rows.id);
   } else if (from == nullptr) {
     return;  // the config they were written under is not known: they stay (read within the new bounds)
@@ -163,7 +163,11 @@ void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitCo
 void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
   if (to == nullptr || (from != nullptr && ratelimit::SameLimit(*from, *to))) return;
   const Storage* const* storages = nullptr;
-  for (int i = 0, n = AllStorages(&storages); i < n; ++i) ApplyToStorage(*storages[i], name, key, from, *to);
+  // A storage without row locks carries nothing over now: its rows are read
+  // under the config in force at their next call (a row of another kind as
+  // no row), not under one a rollback could take back.
+  for (int i = 0, n = AllStorages(&storages); i < n; ++i)
+    if (storages[i]->row_locks) ApplyToStorage(*storages[i], name, key, from, *to);
 }
 
 }  // namespace ratelimit_pg

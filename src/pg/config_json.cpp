@@ -26,7 +26,8 @@ namespace ratelimit_pg {
 namespace {
 
 constexpr char kValidFields[] =
-    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards, jitter and shadow.";
+    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards, jitter, shadow, storage and "
+    "on_rollback.";
 // Largest |microseconds| accepted from a number of milliseconds (about 146,000 years).
 constexpr double kMaxAbsMicros = 4.6e18;
 
@@ -187,6 +188,17 @@ bool KeyIs(const JsonbValue& key, const char* name) {
          std::memcmp(key.val.string.val, name, key.val.string.len) == 0;
 }
 
+// A field of two string values: false for `first`, true for `second`.
+bool RequireChoice(const char* field, const JsonbValue& value, const char* first, const char* second) {
+  if (value.type == jbvString) {
+    if (KeyIs(value, first)) return false;
+    if (KeyIs(value, second)) return true;
+  }
+  char* expected = psprintf("must be \"%s\" or \"%s\"", first, second);
+  RaiseConfigError(field, expected, nullptr);
+  return false;  // not reached
+}
+
 // Stores one field into the config; JSON null means the field is absent.
 void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* config) {
   bool present = value.type != jbvNull;
@@ -216,6 +228,10 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
   } else if (KeyIs(key, "shadow")) {
     if (present && value.type != jbvBool) RaiseConfigError("shadow", "must be true or false", nullptr);
     config->shadow = present && value.val.boolean;
+  } else if (KeyIs(key, "storage")) {
+    config->memory = present && RequireChoice("storage", value, "table", "memory");
+  } else if (KeyIs(key, "on_rollback")) {
+    config->keep_on_rollback = present && RequireChoice("on_rollback", value, "refund", "keep");
   } else {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("unknown config field \"%.*s\"",

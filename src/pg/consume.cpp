@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "config_cache.h"
+#include "consume_memory.h"
 #include "consume_row.h"
 #include "consume_sharded.h"
 #include "decide.h"
@@ -23,6 +24,8 @@ Decision Consume(LimitCall* call) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     if (call->never_fits) return NeverFitsRefusal(*call);
+    if (!StorageFor(*call).row_locks)
+      return ratelimit::ApplyJitter(call->config, TakeFromMemory(*call, false), RandomUnit());
     Decision decision;
     Outcome outcome = call->config.shards > 1 ? ConsumeSharded(call, &decision) : ConsumeRow(call, &decision);
     if (outcome == Outcome::kDone) return ratelimit::ApplyJitter(call->config, decision, RandomUnit());
@@ -46,6 +49,7 @@ Decision RefundTokens(LimitCall* call, double amount) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     const Storage& storage = StorageFor(*call);
+    if (!storage.row_locks) return RefundToMemory(*call, amount);
     if (call->config.shards <= 1) {
       StoredState stored = LockRowCountingWait(*call);
       if (RefreshConfig(call)) continue;  // changed while this call waited: the rows are locked anyway

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "config_cache.h"
+#include "consume_memory.h"
 #include "decide.h"
 #include "errors.h"
 #include "policy.h"
@@ -38,8 +39,10 @@ struct LockedRow {
 };
 
 // The rows one entry uses: its row, or its two candidate shards (none when
-// a shadow entry's count can never fit: it touches no row).
+// a shadow entry's count can never fit: it touches no row; none to lock when
+// its storage has no row locks: it is taken after every locked entry).
 struct EntryRows {
+  bool unlocked;  // in a storage without row locks (memory)
   int count;
   int shard[2];
   int row[2];
@@ -95,8 +98,14 @@ void RequireOneConfigPerLimit(const LimitCall* calls, int count) {
 // The unlocked decision of one entry; picks its candidate shards if sharded.
 Decision FastDecision(const LimitCall& call, EntryRows* rows) {
   if (call.never_fits) {
+    rows->unlocked = false;
     rows->count = 0;
     return NeverFitsRefusal(call);
+  }
+  rows->unlocked = !StorageFor(call).row_locks;
+  if (rows->unlocked) {
+    rows->count = 0;
+    return DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
   }
   if (call.config.shards <= 1) {
     rows->count = 1;
@@ -153,7 +162,7 @@ int LockAllRows(const LimitCall* calls, int count, EntryRows* entries, LockedRow
 
 // Decides one entry on its locked rows at `now`, applying a grant to them.
 Decision DecideEntryLocked(const LimitCall& call, const EntryRows& entry, LockedRow* rows, Micros now) {
-  if (entry.count == 0) return NeverFitsRefusal(call);
+  if (entry.count == 0) return NeverFitsRefusal(call);  // (unlocked entries are taken apart)
   if (entry.count == 1) {
     LockedRow& row = rows[entry.row[0]];
     Decision d = ratelimit::Decide(call.config, row.current, now, call.origin, call.request);
@@ -209,10 +218,20 @@ bool LockedAllStep(void* context) {
   for (int i = 0; i < distinct; ++i) rows[i].current = LiveFor(*rows[i].call, rows[i].stored, now);
   bool all_ok = true;
   for (int i = 0; i < step->count; ++i) {
+    if (step->entries[i].unlocked) continue;
     step->out[i] = DecideEntryLocked(step->calls[i], step->entries[i], rows, now);
     all_ok = all_ok && !Blocks(step->calls[i], step->out[i]);
   }
   if (!all_ok) return false;  // one refused under the locks: consume none
+  // Then the entries without row locks, taken at once, each given back if
+  // a later one refuses (this subtransaction's rollback), whatever their
+  // on_rollback says.
+  for (int i = 0; i < step->count; ++i) {
+    const LimitCall& call = step->calls[i];
+    if (!step->entries[i].unlocked) continue;
+    step->out[i] = call.never_fits ? NeverFitsRefusal(call) : TakeFromMemory(call, true);
+    if (Blocks(call, step->out[i])) return false;
+  }
   for (int i = 0; i < distinct; ++i)
     if (rows[i].dirty)
       StorageFor(*rows[i].call)

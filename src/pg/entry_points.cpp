@@ -8,6 +8,10 @@
 #include "errors.h"
 #include "config_functions.h"
 #include "functions.h"
+#include "memory_persist.h"
+#include "memory_storage.h"
+#include "pending_grants.h"
+#include "shared_tables.h"
 #include "stats.h"
 #include "status_view.h"
 
@@ -83,6 +87,10 @@ void _PG_init(void) {
   ratelimit_pg::RegisterCatalogInvalidation();
   ratelimit_pg::DefineStatsGucs();
   ratelimit_pg::RequestStatsSharedMemory();
+  ratelimit_pg::DefineMemoryStorage();
+  ratelimit_pg::RequestSharedTables();
+  ratelimit_pg::RegisterPendingGrantCallbacks();
+  ratelimit_pg::RegisterMemoryPersistWorker();
   MarkGUCPrefixReserved("ratelimit");
 }
 

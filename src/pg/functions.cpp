@@ -18,6 +18,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "funcapi.h"
 #include "utils/timestamp.h"
 }
@@ -25,14 +26,20 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
+// A limit in a storage with row locks (the table) is written as rows are:
+// not in a read-only transaction (25006). A memory limit can be.
+void RequireWritableFor(const LimitCall& call, const char* function) {
+  if (StorageFor(call).row_locks) RequireWritable(function);
+}
+
 // ratelimit_limit and ratelimit_check share everything but the write.
 Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
-  if (consume) RequireWritable("ratelimit_limit()");
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
   Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
+  if (consume) RequireWritableFor(call, "ratelimit_limit()");
   Decision decision = consume ? Consume(&call) : Check(call);
   DisconnectStorage(previous_sql_role);
   bool shadow_refused = !decision.ok && call.config.shadow;
@@ -78,13 +85,23 @@ Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
 
 Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
 
+// Deletes the limit from every storage. In a read-only transaction only
+// storages without row locks can be written: a limit found in one is reset
+// there; any other reset raises 25006.
 Datum Reset(FunctionCallInfo fcinfo) {
-  RequireWritable("ratelimit_reset()");
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   Oid previous_sql_role = ConnectStorage(fcinfo);
   const Storage* const* storages = nullptr;
   bool existed = false;
-  for (int i = 0, n = AllStorages(&storages); i < n; ++i) existed = storages[i]->delete_limit(id) || existed;
+  int n = AllStorages(&storages);
+  if (XactReadOnly) {
+    for (int i = 0; i < n; ++i)
+      if (!storages[i]->row_locks) existed = storages[i]->delete_limit(id) || existed;
+    if (!existed) RequireWritable("ratelimit_reset()");
+    DisconnectStorage(previous_sql_role);
+    PG_RETURN_BOOL(existed);
+  }
+  for (int i = 0; i < n; ++i) existed = storages[i]->delete_limit(id) || existed;
   DisconnectStorage(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
@@ -102,7 +119,6 @@ Datum Value(FunctionCallInfo fcinfo) {
 }
 
 Datum LimitAll(FunctionCallInfo fcinfo) {
-  RequireWritable("ratelimit_limit_all()");
   RequireNotNull(fcinfo, 0, "limits");
   RequireNotNull(fcinfo, 1, "throws");
   bool throws = PG_GETARG_BOOL(1);
@@ -112,6 +128,7 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
   auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
   Oid previous_sql_role = ConnectStorage(fcinfo);
   for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
+  for (int i = 0; i < count; ++i) RequireWritableFor(calls[i], "ratelimit_limit_all()");
   ConsumeAll(calls, count, decisions);
   DisconnectStorage(previous_sql_role);
   // Shadow refusals are answered as grants; an element of a call that an
@@ -135,13 +152,13 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
 }
 
 Datum Refund(FunctionCallInfo fcinfo) {
-  RequireWritable("ratelimit_refund()");
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 3, 2, -1);
   RaiseIfInvalid(ratelimit::ValidateAmount(call.request.count));
   double amount = call.request.count;
   call.request.count = 0;  // the request validated against the config is "take nothing"
   Oid previous_sql_role = ConnectStorage(fcinfo);
   CompleteLimitCall(&call);
+  RequireWritableFor(call, "ratelimit_refund()");
   Decision decision = RefundTokens(&call, amount);
   DisconnectStorage(previous_sql_role);
   CountRefund(call, amount);
@@ -152,13 +169,15 @@ Datum Headers(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, -1); }
 
 Datum HeadersForKey(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, 3); }
 
+// Deletes idle rows of every storage; in a read-only transaction, of the
+// storages without row locks only (the table's wait for a writable one).
 Datum Cleanup(FunctionCallInfo fcinfo) {
-  RequireWritable("ratelimit_cleanup()");
   Oid previous_sql_role = ConnectStorage(fcinfo);
   const Storage* const* storages = nullptr;
   int64 deleted = 0;
   Micros now = ClockNow();
-  for (int i = 0, n = AllStorages(&storages); i < n; ++i) deleted += storages[i]->delete_idle(now);
+  for (int i = 0, n = AllStorages(&storages); i < n; ++i)
+    if (!XactReadOnly || !storages[i]->row_locks) deleted += storages[i]->delete_idle(now);
   DisconnectStorage(previous_sql_role);
   PG_RETURN_INT64(deleted);
 }

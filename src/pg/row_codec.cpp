@@ -39,6 +39,18 @@ StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_i
   return out;
 }
 
+StoredState StoredStateOfWrite(const RowWrite& row) {
+  StoredState out{};
+  out.state = row.next;
+  out.state.exists = true;
+  if (!row.keep_prev) out.state.prev = 0;
+  out.kind = KindOfPrev(!row.keep_prev, row.next.prev, true);
+  out.has_idle_at = true;
+  out.idle_at = row.idle_at;
+  ItemPointerSetInvalid(&out.version.tid);
+  return out;
+}
+
 StoredState NoStoredRow() {
   StoredState out{};
   ItemPointerSetInvalid(&out.version.tid);

@@ -11,6 +11,9 @@ namespace ratelimit_pg {
 // prev (float8); kinds_tagged: the rows tag their kind (RowKindsTagged,
 // from 0.5.0). idle_at and the version are the reader's to fill.
 StoredState StoredStateFromValues(Datum value, Datum ts, Datum prev, bool prev_is_null, bool kinds_tagged);
+// The stored state a written row reads back as (a storage that keeps the
+// RowWrite itself: the memory storage); has_idle_at is set.
+StoredState StoredStateOfWrite(const RowWrite& row);
 // A stored state with no row (its kind unknown).
 StoredState NoStoredRow();
 

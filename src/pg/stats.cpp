@@ -68,6 +68,7 @@ struct StatsEntry {
   int64 refused;
   int64 shadow_refused;
   int64 lock_waits;
+  int64 memory_full;
   double tokens_granted;
   char name[kMaxNameBytes];
 };
@@ -119,7 +120,7 @@ StatsEntry* EntriesOf(StatsShared* s) {
 void ClearEntry(StatsEntry* entry, uint32 hash, int32 name_len) {
   entry->hash = hash;
   entry->name_len = name_len;
-  entry->granted = entry->refused = entry->shadow_refused = entry->lock_waits = 0;
+  entry->granted = entry->refused = entry->shadow_refused = entry->lock_waits = entry->memory_full = 0;
   entry->tokens_granted = 0;
 }
 
@@ -228,7 +229,7 @@ StatsEntry* EntryUnderSharedLock(StatsShared* s, const char* name, int len, uint
   return NoSlotFor(s, defined) ? &s->overflow : nullptr;
 }
 
-enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait };
+enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait, kMemoryFull };
 
 // Adds one to a counter of an entry (and tokens to tokens_granted); the
 // overflow entry also marks the overflow row as shown.
@@ -247,6 +248,9 @@ void AddToCounter(StatsShared* s, StatsEntry* entry, Counter counter, double tok
       break;
     case Counter::kLockWait:
       ++entry->lock_waits;
+      break;
+    case Counter::kMemoryFull:
+      ++entry->memory_full;
       break;
   }
   if (entry == &s->overflow) s->overflowed = true;
@@ -273,8 +277,9 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
 
 // One row of the view from a copy of an entry.
 void PutStatsRow(Tuplestorestate* store, TupleDesc desc, const StatsEntry& entry, TimestampTz reset) {
-  Datum values[7];
-  bool nulls[7] = {entry.name_len < 0, false, false, false, false, false, false};
+  // 0.5.0's view has 7 columns, 0.6.0's an 8th: memory_full.
+  Datum values[8];
+  bool nulls[8] = {entry.name_len < 0, false, false, false, false, false, false, false};
   values[0] = entry.name_len < 0 ? 0 : PointerGetDatum(cstring_to_text_with_len(entry.name, entry.name_len));
   values[1] = Int64GetDatum(entry.granted);
   values[2] = Int64GetDatum(entry.refused);
@@ -282,6 +287,7 @@ void PutStatsRow(Tuplestorestate* store, TupleDesc desc, const StatsEntry& entry
   values[4] = Float8GetDatum(entry.tokens_granted);
   values[5] = Int64GetDatum(entry.lock_waits);
   values[6] = TimestampTzGetDatum(reset);
+  values[7] = Int64GetDatum(entry.memory_full);
   tuplestore_putvalues(store, desc, values, nulls);
 }
 
@@ -293,6 +299,7 @@ void CopyCounters(const StatsEntry* from, StatsEntry* to) {
   to->refused = from->refused;
   to->shadow_refused = from->shadow_refused;
   to->lock_waits = from->lock_waits;
+  to->memory_full = from->memory_full;
   to->tokens_granted = from->tokens_granted;
 }
 
@@ -421,5 +428,7 @@ void CountRefund(const LimitCall& call, double amount) {
 }
 
 void CountLockWait(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kLockWait, 0); }
+
+void CountMemoryFull(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kMemoryFull, 0); }
 
 }  // namespace ratelimit_pg

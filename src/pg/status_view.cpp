@@ -29,21 +29,24 @@ struct StatusContext {
   TupleDesc desc;
   Micros now;
   Datum kind_names[3];  // by Kind, made once per scan
+  Datum storage_name;   // of the storage being scanned
 };
 
 void PutStatusRow(const StatusRow& row, void* context) {
   auto* status = static_cast<StatusContext*>(context);
-  Datum values[8];
-  bool nulls[8] = {false, row.id.key_text == nullptr, false, true, true, false,
-                   false, !row.stored.has_idle_at};
+  // 0.5.0's view has 8 columns, 0.6.0's a 9th: storage.
+  Datum values[9];
+  bool nulls[9] = {false, row.id.key_text == nullptr, false, true, true, false,
+                   false, !row.stored.has_idle_at, false};
   values[0] = PointerGetDatum(row.id.name_text);
   values[1] = PointerGetDatum(row.id.key_text);
   values[2] = Int16GetDatum(static_cast<int16>(row.id.shard));
-  if (row.config != nullptr) {
-    LimitConfig parsed;
-    InlineConfig(row.config, &parsed);
+  if (row.config != nullptr || row.has_owner_config) {
+    LimitConfig parsed = row.owner_config;
+    if (row.config != nullptr) InlineConfig(row.config, &parsed);
     // The owner's config, as calls apply it (ResolveConfig).
     LimitConfig config = ratelimit::OwnerBounded(parsed);
+    if (config.memory) config.shards = 1;  // as calls apply it (ResolveConfig)
     LimitConfig per_row = ratelimit::RowConfig(config);
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
@@ -55,6 +58,7 @@ void PutStatusRow(const StatusRow& row, void* context) {
   values[5] = TimestampTzGetDatum(TimestamptzFromUnix(row.stored.state.ts));
   values[6] = Float8GetDatum(row.stored.state.value);
   values[7] = TimestampTzGetDatum(TimestamptzFromUnix(row.stored.idle_at));
+  values[8] = status->storage_name;
   tuplestore_putvalues(status->store, status->desc, values, nulls);
 }
 
@@ -69,7 +73,10 @@ Datum StatusRows(FunctionCallInfo fcinfo) {
     status.kind_names[static_cast<int>(kind)] = CStringGetTextDatum(ratelimit::KindName(kind));
   Oid previous_sql_role = ConnectStorage(fcinfo);
   const Storage* const* storages = nullptr;
-  for (int i = 0, n = AllStorages(&storages); i < n; ++i) storages[i]->scan_status(PutStatusRow, &status);
+  for (int i = 0, n = AllStorages(&storages); i < n; ++i) {
+    status.storage_name = CStringGetTextDatum(storages[i]->name);
+    storages[i]->scan_status(PutStatusRow, &status);
+  }
   DisconnectStorage(previous_sql_role);
   return static_cast<Datum>(0);
 }

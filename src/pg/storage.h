@@ -54,7 +54,9 @@ enum class ReadMode { kUnlocked, kUnlockedForWrite, kLock, kLockSkipLocked };
 struct StatusRow {
   LimitId id;
   StoredState stored;
-  Jsonb* config;  // the key's override, else the definition's config; nullptr: neither
+  Jsonb* config;  // the key's override, else the definition's config; nullptr: neither (or parsed:)
+  bool has_owner_config;     // the same config already parsed, as a storage may give it instead
+  LimitConfig owner_config;  // (not yet bounded: ratelimit::OwnerBounded applies)
 };
 using StatusRowSink = void (*)(const StatusRow& row, void* context);
 
@@ -64,11 +66,31 @@ struct KeyedRow {
   StoredState stored;
 };
 
+// What a storage without row locks (modify) runs on one row under its own
+// short lock: decides from `stored` (no row: state.exists false) and
+// returns whether to write *out. It must not ereport, allocate or wait: only
+// the core runs there.
+using ModifyStep = bool (*)(const StoredState& stored, void* context, RowWrite* out);
+
+enum class ModifyResult {
+  kDone,    // the step ran (and its write, if any, was stored)
+  kNoRoom,  // the row is new and the storage is full of live rows: nothing ran
+};
+
 // A storage's steps. Each takes whatever lock it needs first and looks
 // after (lock, then look); locks on rows are held to the end of the
 // (sub)transaction, as SELECT ... FOR UPDATE's.
+//
+// Two families: a storage with row locks (the table: its writes are undone
+// by PostgreSQL's rollback, and a read-only transaction cannot use it)
+// offers the steps from read_all_shards to lock_rows_for_change; one
+// without (memory: its writes are seen at once and are not transactional)
+// leaves those nullptr and offers modify, and the decision code gives a
+// rolled-back grant back itself (pending_grants.h). read, delete_limit,
+// delete_idle and scan_status are every storage's.
 struct Storage {
   const char* name;
+  bool row_locks;
   StoredState (*read)(const LimitId& id, ReadMode mode);
   // Fills out[0..shards) with shard i at index i (state.exists=false: no
   // row); lock: each existing row locked. Returns how many exist.
@@ -104,6 +126,11 @@ struct Storage {
   // shard, with their identity. Returns how many. (config_changes.cpp
   // carries them over with the steps above.)
   int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out);
+  // (Without row locks.) Runs `step` on the row of `id` (shard 0: such a
+  // storage keeps one row per limit) under the storage's lock on it, and
+  // stores what it writes; a new row counts against the share of rows made
+  // under callers' inline configs when inline_share.
+  ModifyResult (*modify)(const LimitId& id, bool inline_share, ModifyStep step, void* context);
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

@@ -137,6 +137,7 @@ bool LockOrCreate(const LimitId& id, const RowWrite& initial, bool wait, bool an
 
 constexpr Storage kTableStorage = {
     "table",
+    true,
     ReadState,
     ReadAllShardsSql,
     InsertState,
@@ -147,6 +148,7 @@ constexpr Storage kTableStorage = {
     DeleteIdleStatesSql,
     ScanStatusRowsSql,
     LockRowsForChangeSql,
+    nullptr,
 };
 
 }  // namespace

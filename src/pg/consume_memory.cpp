@@ -1,0 +1,85 @@
+// A memory limit's decisions (consume_memory.h): the core decides under the
+// row's short lock, at a clock read before it (a later caller's write may
+// be newer: the core never moves a state back in time).
+#include <algorithm>
+
+#include "consume_memory.h"
+#include "storage_registry.h"
+
+#include "clock.h"
+#include "decide.h"
+#include "pending_grants.h"
+#include "stats.h"
+
+namespace ratelimit_pg {
+namespace {
+
+struct StepContext {
+  const LimitCall* call;
+  Micros now;
+  double amount;  // RefundStep's
+  Decision decision;
+};
+
+bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
+  auto* step = static_cast<StepContext*>(context);
+  const LimitCall& call = *step->call;
+  step->decision =
+      ratelimit::Decide(call.config, LiveFor(call, stored, step->now), step->now, call.origin, call.request);
+  if (!step->decision.ok) return false;
+  *out = WriteOf(call, step->decision.next, step->decision.full_at);
+  return true;
+}
+
+bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
+  auto* step = static_cast<StepContext*>(context);
+  const LimitCall& call = *step->call;
+  step->decision = ratelimit::Refund(call.config, LiveFor(call, stored, step->now), step->now, call.origin,
+                                     step->amount);
+  if (!stored.state.exists) return false;  // no row is as full as a refund makes it
+  *out = WriteOf(call, step->decision.next, step->decision.full_at);
+  return true;
+}
+
+[[noreturn]] void RaiseNoRoom(const LimitCall& call) {
+  CountMemoryFull(call);
+  ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                  errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
+                         std::min(call.id.name_len, 64), call.id.name),
+                  errdetail(call.owner_config
+                                ? "Every entry holds a limit that is not back in its initial state."
+                                : "Limits called with inline configs may take half of the entries, and "
+                                  "each of those holds a limit that is not back in its initial state."),
+                  errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
+  pg_unreachable();
+}
+
+}  // namespace
+
+Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
+  const Storage& storage = StorageFor(call);
+  bool remember = keep_scoped || !call.config.keep_on_rollback;
+  int record = remember ? ReservePendingGrant(storage, call) : -1;
+  StepContext step{&call, ClockNow(), 0, {}};
+  ModifyResult result = storage.modify(call.id, !call.owner_config, TakeStep, &step);
+  if (result == ModifyResult::kNoRoom) {
+    if (remember) ForgetPendingGrant(record);
+    RaiseNoRoom(call);
+  }
+  if (remember) {
+    if (step.decision.ok) {
+      RememberGrant(record, step.decision, call.config.keep_on_rollback);
+    } else {
+      ForgetPendingGrant(record);
+    }
+  }
+  return step.decision;
+}
+
+Decision RefundToMemory(const LimitCall& call, double amount) {
+  StepContext step{&call, ClockNow(), amount, {}};
+  StorageFor(call).modify(call.id, !call.owner_config, RefundStep, &step);
+  return step.decision;
+}
+
+}  // namespace ratelimit_pg
