@@ -86,7 +86,6 @@ void _PG_init(void) {
   ratelimit_pg::DefineErrorFormatGuc();
   ratelimit_pg::RegisterCatalogInvalidation();
   ratelimit_pg::DefineStatsGucs();
-  ratelimit_pg::RequestStatsSharedMemory();
   ratelimit_pg::DefineMemoryStorage();
   ratelimit_pg::RequestSharedTables();
   ratelimit_pg::RegisterPendingGrantCallbacks();

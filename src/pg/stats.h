@@ -9,8 +9,8 @@ extern "C" {
 
 namespace ratelimit_pg {
 
+// The GUCs and the names' table spec; in _PG_init, before RequestSharedTables.
 void DefineStatsGucs();
-void RequestStatsSharedMemory();
 // Each counts under the call's name; a name whose limit is the owner's (a
 // definition or an override: call.owner_config) may take a slot of the
 // half reserved for those.
