@@ -11,6 +11,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "datatype/timestamp.h"
 #include "executor/executor.h"
+#include "lib/dshash.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
@@ -213,6 +214,15 @@ inline bool CallInputFunction(PGFunction input, const char* text, Datum* result,
 // Shared memory for a library loaded after server start, by name: the
 // dynamic shared memory registry (GetNamedDSMSegment) from 17; nullptr
 // before (there, only shared_preload_libraries gets shared memory).
+// dshash's copy function for keys, a parameter from 17 on.
+inline void SetDshashCopy(dshash_parameters* params) {
+#if PG_VERSION_NUM >= 170000
+  params->copy_function = dshash_memcpy;
+#else
+  (void)params;
+#endif
+}
+
 inline void* NamedSharedSegment(const char* name, size_t size, void (*init)(void*), bool* found) {
 #if PG_VERSION_NUM >= 170000
   return GetNamedDSMSegment(name, size, init, found);

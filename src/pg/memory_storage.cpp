@@ -58,6 +58,9 @@ struct MemoryHeader {
 
 static_assert(std::is_trivially_destructible_v<MemoryKey>);
 static_assert(std::is_trivially_copyable_v<MemoryEntry>);
+// What README says an entry takes: 304 bytes, and dshash's 16-byte item
+// header: one 320-byte DSA size class.
+static_assert(sizeof(MemoryEntry) == 304);
 
 int memory_max_keys = 10000;
 

@@ -56,9 +56,7 @@ dshash_parameters ParamsOf(int table, int tranche_id) {
   params.entry_size = specs[table].entry_size;
   params.compare_function = specs[table].compare;
   params.hash_function = specs[table].hash;
-#if PG_VERSION_NUM >= 170000
-  params.copy_function = dshash_memcpy;
-#endif
+  compat::SetDshashCopy(&params);
   params.tranche_id = tranche_id;
   return params;
 }
