@@ -1,8 +1,9 @@
 // The memory storage (memory_storage.h) over a dshash table.
 //
-// An entry is keyed by its identity whole (name and key bytes, at most
-// kIdentityBytes together): exact, with no collision to reason about, and
-// ratelimit_status can show it. It holds the row a table would hold (a
+// An entry is keyed by its identity whole (the database, and name and key
+// bytes, at most kIdentityBytes together): exact, with no collision to
+// reason about, and ratelimit_status can show it. Each database has its own
+// limits, as it has its own state table. It holds the row a table would hold (a
 // RowWrite: state, kind tag, idle_at). A call takes the entry's partition
 // lock only (dshash's: one of 128), for as long as the core decides.
 //
@@ -36,10 +37,11 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr int kIdentityBytes = 240;
+constexpr int kIdentityBytes = 236;
 constexpr uint32 kLayout = 0x524c4d31;  // "RLM1"
 
 struct MemoryKey {
+  Oid database;
   int32 name_len;
   int32 key_len;  // -1: the NULL key
   char bytes[kIdentityBytes];  // the name, then the key; zero after them
@@ -72,13 +74,14 @@ int UsedBytes(const MemoryKey& key) { return key.name_len + std::max(0, key.key_
 dshash_hash HashKey(const void* v, size_t, void*) {
   const auto* key = static_cast<const MemoryKey*>(v);
   uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(key->bytes), UsedBytes(*key));
-  return hash_combine(h, hash_uint32(static_cast<uint32>(key->name_len) << 16 ^ static_cast<uint32>(key->key_len)));
+  uint32 lengths = static_cast<uint32>(key->name_len) << 16 ^ static_cast<uint32>(key->key_len);
+  return hash_combine(hash_combine(h, hash_uint32(lengths)), hash_uint32(key->database));
 }
 
 int CompareKeys(const void* a, const void* b, size_t, void*) {
   const auto* x = static_cast<const MemoryKey*>(a);
   const auto* y = static_cast<const MemoryKey*>(b);
-  if (x->name_len != y->name_len || x->key_len != y->key_len) return 1;
+  if (x->database != y->database || x->name_len != y->name_len || x->key_len != y->key_len) return 1;
   return std::memcmp(x->bytes, y->bytes, UsedBytes(*x)) == 0 ? 0 : 1;
 }
 
@@ -118,6 +121,7 @@ bool TryKeyOf(const LimitId& id, MemoryKey* key) {
   int key_len = id.key != nullptr ? id.key_len : -1;
   if (id.name_len + std::max(0, key_len) > kIdentityBytes) return false;
   std::memset(key, 0, sizeof(MemoryKey));
+  key->database = MyDatabaseId;
   key->name_len = id.name_len;
   key->key_len = key_len;
   std::memcpy(key->bytes, id.name, id.name_len);
@@ -158,13 +162,15 @@ void ReleaseSlot(bool inline_share) {
 
 bool IdleAt(const MemoryEntry& entry, Micros now) { return now >= entry.row.idle_at; }
 
-// Deletes every entry idle at `now`, a partition at a time; how many.
-int64 SweepIdle(dshash_table* table, Micros now) {
+// Deletes every entry idle at `now` (of `database`; InvalidOid: of every
+// database, an idle entry being the same as none), a partition at a time;
+// how many.
+int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   int64 deleted = 0;
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, true);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (!IdleAt(*entry, now)) continue;
+    if (!IdleAt(*entry, now) || (database != InvalidOid && entry->key.database != database)) continue;
     ReleaseSlot(entry->inline_share);
     dshash_delete_current(&scan);
     ++deleted;
@@ -200,7 +206,7 @@ ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void*
     if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
     if (!ReserveSlot(inline_share)) {
       if (swept) return ModifyResult::kNoRoom;
-      SweepIdle(table, ClockNow());
+      SweepIdle(table, ClockNow(), InvalidOid);
       swept = true;
       continue;
     }
@@ -236,7 +242,7 @@ bool DeleteLimit(const LimitId& id) {
 
 int64 DeleteIdle(Micros now) {
   dshash_table* table = TableOrNull();
-  return table == nullptr ? 0 : SweepIdle(table, now);
+  return table == nullptr ? 0 : SweepIdle(table, now, MyDatabaseId);
 }
 
 // (name, key NULL first) byte order, as the table's rows are listed.
@@ -250,14 +256,16 @@ int CompareEntries(const void* left, const void* right) {
   return c != 0 ? c : (a.key_len > b.key_len) - (a.key_len < b.key_len);
 }
 
-// Copies every entry (each partition under its lock in turn); how many.
-int CopyEntries(dshash_table* table, MemoryEntry** out) {
+// Copies every entry of `database` (InvalidOid: of every database), each
+// partition under its lock in turn; how many.
+int CopyEntries(dshash_table* table, Oid database, MemoryEntry** out) {
   int capacity = 64;
   int count = 0;
   auto* entries = static_cast<MemoryEntry*>(palloc(sizeof(MemoryEntry) * capacity));
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, false);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
+    if (database != InvalidOid && entry->key.database != database) continue;
     if (count == capacity) {
       capacity *= 2;
       entries = static_cast<MemoryEntry*>(repalloc_huge(entries, sizeof(MemoryEntry) * capacity));
@@ -273,7 +281,7 @@ void ScanStatus(StatusRowSink sink, void* context) {
   dshash_table* table = TableOrNull();
   if (table == nullptr) return;
   MemoryEntry* entries = nullptr;
-  int count = CopyEntries(table, &entries);
+  int count = CopyEntries(table, MyDatabaseId, &entries);
   qsort(entries, count, sizeof(MemoryEntry), CompareEntries);
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();
@@ -333,7 +341,7 @@ int64 WriteMemoryEntries(FILE* file, Micros now) {
   dshash_table* table = TableOrNull();
   if (table == nullptr) return 0;
   MemoryEntry* entries = nullptr;
-  int count = CopyEntries(table, &entries);
+  int count = CopyEntries(table, InvalidOid, &entries);
   int64 written = 0;
   for (int i = 0; i < count; ++i) {
     if (IdleAt(entries[i], now)) continue;
