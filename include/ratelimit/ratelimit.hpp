@@ -114,7 +114,8 @@ class Instant {
 };
 
 // Builds a limit's config JSON in the articles' shape:
-// {"kind", "rate", "period", "capacity", "maxReserved", "start", "shards", "jitter"}.
+// {"kind", "rate", "period", "capacity", "maxReserved", "start", "shards", "jitter", "shadow", "storage",
+// "on_rollback"}.
 // The server validates it (an inapplicable field is its 22023); json() throws std::invalid_argument only for
 // what JSON cannot carry (a non-finite number, a NUL byte).
 class Config {
@@ -146,6 +147,12 @@ class Config {
   Config& jitter(const char* most) { return jitter(Duration(most)); }
   // Shadow mode: refusals are answered as grants (nothing consumed) and counted in stats().
   Config& shadow(bool enabled) { return set(&shadow_, enabled ? "true" : "false"); }
+  // Keeps the limit in the server's shared memory ("storage": "memory"): a grant is seen by every session at
+  // once, without a row lock or WAL, works in read-only transactions and on standbys, and is not durable.
+  Config& memory() { return set(&storage_, "\"memory\""); }
+  // (Memory only.) keep: a grant stays even when its transaction rolls back ("on_rollback": "keep");
+  // false: it is given back (the default).
+  Config& keep_on_rollback(bool keep = true) { return set(&on_rollback_, keep ? "\"keep\"" : "\"refund\""); }
 
   // The config as JSON text, for Options::config, Limit::config, value() or define().
   std::string json() const {
@@ -157,6 +164,8 @@ class Config {
     append(&out, "shards", shards_);
     append(&out, "jitter", jitter_);
     append(&out, "shadow", shadow_);
+    append(&out, "storage", storage_);
+    append(&out, "on_rollback", on_rollback_);
     out += '}';
     return out;
   }
@@ -173,7 +182,7 @@ class Config {
   }
 
   std::string kind_, rate_, period_;
-  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_;
+  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_, storage_, on_rollback_;
 };
 
 // How limit() and check() call: the arguments of ratelimit_limit after name and key.
@@ -516,6 +525,7 @@ struct Stat {
   double tokens_granted = 0;     // net of refunds
   long long lock_waits = 0;      // calls that waited for another transaction's row lock
   TimePoint stats_reset{};
+  long long memory_full = 0;  // calls of a memory limit that found no room (ratelimit.memory_max_keys)
 };
 
 // The ratelimit_stats view, ordered by name (the overflow row last). Empty when the server gives the
@@ -523,8 +533,10 @@ struct Stat {
 inline std::vector<Stat> stats(pqxx::transaction_base& tx, const std::string& schema = kDefaultSchema) {
   pqxx::result rows = tx.exec(
       "SELECT name, granted, refused, shadow_refused, tokens_granted, lock_waits,"
-      " (extract(epoch FROM stats_reset) * 1000000)::int8 FROM " +
-      detail::qualified(tx, schema, "ratelimit_stats") + " ORDER BY name NULLS LAST");
+      " (extract(epoch FROM stats_reset) * 1000000)::int8,"
+      // memory_full from 0.6.0 on (0 before)
+      " coalesce((to_jsonb(s) ->> 'memory_full')::int8, 0) FROM " +
+      detail::qualified(tx, schema, "ratelimit_stats") + " s ORDER BY name NULLS LAST");
   std::vector<Stat> out(rows.size());
   for (pqxx::result::size_type i = 0; i < rows.size(); ++i) {
     const pqxx::row& row = rows[i];
@@ -535,6 +547,7 @@ inline std::vector<Stat> stats(pqxx::transaction_base& tx, const std::string& sc
     out[i].tokens_granted = row[4].as<double>();
     out[i].lock_waits = row[5].as<long long>();
     out[i].stats_reset = TimePoint(std::chrono::microseconds(row[6].as<long long>()));
+    out[i].memory_full = row[7].as<long long>();
   }
   return out;
 }

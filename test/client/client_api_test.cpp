@@ -398,6 +398,53 @@ TEST_F(ApiTest, ShadowMode) {
   tx.abort();
 }
 
+// A memory limit through the client: Config::memory() and keep_on_rollback(), a grant given back by the
+// rollback (refund) or kept (keep), in a read-only transaction too. Needs shared memory for memory limits:
+// the preload (scripts/memory-test.sh runs this test so), or PostgreSQL 17 on; on 15 without the preload
+// the server's 55000 is what the client raises.
+TEST_F(ApiTest, MemoryStorage) {
+  const std::string name = Name("memory");
+  const std::string config = ratelimit::Config::token_bucket(3, hours(1)).memory().json();
+  EXPECT_EQ(config, R"({"kind": "token bucket", "rate": 3, "period": 3600000, "storage": "memory"})");
+  const std::string keep = ratelimit::Config::fixed_window(3, hours(1)).memory().keep_on_rollback().json();
+  EXPECT_EQ(keep,
+            R"({"kind": "fixed window", "rate": 3, "period": 3600000, "storage": "memory", "on_rollback": "keep"})");
+  bool available = false;
+  {
+    pqxx::work probe(Conn());
+    available = probe.exec1("SELECT current_setting('shared_preload_libraries') LIKE '%ratelimit%'"
+                            " OR current_setting('server_version_num')::int >= 170000")[0]
+                    .as<bool>();
+  }
+  if (!available) {
+    pqxx::work tx(Conn());
+    try {
+      ratelimit::limit(tx, name, "k", With(config));
+      ADD_FAILURE() << "a memory limit without shared memory must fail";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), "55000") << e.what();
+    }
+    return;
+  }
+  {
+    pqxx::work tx(Conn());
+    EXPECT_TRUE(ratelimit::limit(tx, name, "refund", With(config, 2)).ok);
+    EXPECT_TRUE(ratelimit::limit(tx, name, "keep", With(keep, 2)).ok);
+    tx.abort();
+  }
+  {
+    pqxx::read_transaction tx(Conn());
+    EXPECT_NEAR(ratelimit::value(tx, name, "refund", config, g_schema).value, 3, 1e-3) << "given back";
+    EXPECT_EQ(ratelimit::value(tx, name, "keep", keep, g_schema).value, 1) << "kept";
+    EXPECT_TRUE(ratelimit::limit(tx, name, "keep", With(keep)).ok) << "a read-only transaction can take";
+    EXPECT_FALSE(ratelimit::limit(tx, name, "keep", With(keep)).ok);
+  }
+  pqxx::work tx(Conn());
+  ratelimit::reset(tx, name, "refund");
+  ratelimit::reset(tx, name, "keep");
+  tx.commit();
+}
+
 // stats(): the ratelimit_stats view. With shared memory (shared_preload_libraries = 'ratelimit', as
 // scripts/stats-test.sh runs this test, or PostgreSQL 17 on) it counts this test's decisions; without, it is
 // empty.
