@@ -44,7 +44,7 @@ bool spec_given[kSharedTables];
 
 SharedControl* control = nullptr;
 bool preloaded = false;
-bool attach_tried = false;
+bool attached = false;  // this backend attached, or found there is no memory
 dsa_area* area = nullptr;
 dshash_table* tables[kSharedTables];
 shmem_request_hook_type previous_request_hook = nullptr;
@@ -163,15 +163,20 @@ void InitRegistryBlock(void* memory) {
   MemoryContextSwitchTo(old);
 }
 
-// Attaches this backend (once): the block, the area and every table.
+// Attaches this backend (once; an error leaves it to the next call): the
+// block, the area and every table.
 void Attach() {
-  attach_tried = true;
   if (control == nullptr) {
     bool found = false;
-    control = static_cast<SharedControl*>(compat::NamedSharedSegment(kBlockName, ControlSize(), InitRegistryBlock, &found));
-    if (control == nullptr) return;
+    control = static_cast<SharedControl*>(
+        compat::NamedSharedSegment(kBlockName, ControlSize(), InitRegistryBlock, &found));
+    if (control == nullptr) {
+      attached = true;  // none to be had (15 without the preload)
+      return;
+    }
     if (!found) {  // made (and attached) by InitRegistryBlock
       NameTranches();
+      attached = true;
       return;
     }
   }
@@ -189,6 +194,7 @@ void Attach() {
     tables[i] = dshash_attach(area, &params, control->tables[i].handle, nullptr);
   }
   MemoryContextSwitchTo(old);
+  attached = true;
 }
 
 }  // namespace
@@ -210,7 +216,7 @@ void RequestSharedTables() {
 bool SharedTablesPreloaded() { return preloaded; }
 
 dshash_table* AttachSharedTable(SharedTable table, void** header) {
-  if (!attach_tried) Attach();
+  if (!attached) Attach();
   int i = static_cast<int>(table);
   if (control == nullptr || tables[i] == nullptr) {
     if (header != nullptr) *header = nullptr;
