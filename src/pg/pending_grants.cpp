@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "decide.h"
+#include "policy.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -31,6 +32,12 @@ MemoryContext list_context = nullptr;
 PendingGrant* grants = nullptr;
 int count = 0;
 int capacity = 0;
+
+bool SameIdentity(const LimitId& x, const LimitId& y) {
+  if (x.name_len != y.name_len || std::memcmp(x.name, y.name, x.name_len) != 0) return false;
+  if ((x.key == nullptr) != (y.key == nullptr)) return false;
+  return x.key == nullptr || (x.key_len == y.key_len && std::memcmp(x.key, y.key, x.key_len) == 0);
+}
 
 void Clear() {
   count = 0;
@@ -154,20 +161,42 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
   grant.storage = &storage;
   grant.call = call;
   LimitId& id = grant.call.id;
-  char* name = static_cast<char*>(MemoryContextAlloc(list_context, id.name_len + 1));
-  std::memcpy(name, id.name, id.name_len);
-  id.name = name;
   id.name_text = nullptr;
-  if (id.key != nullptr) {
-    char* key = static_cast<char*>(MemoryContextAlloc(list_context, id.key_len + 1));
-    std::memcpy(key, id.key, id.key_len);
-    id.key = key;
-    id.key_text = nullptr;
+  id.key_text = nullptr;
+  if (count > 0 && SameIdentity(grants[count - 1].call.id, id)) {
+    id.name = grants[count - 1].call.id.name;  // the same limit again: its bytes are there already
+    id.key = grants[count - 1].call.id.key;
+  } else {
+    char* name = static_cast<char*>(MemoryContextAlloc(list_context, id.name_len + 1));
+    std::memcpy(name, id.name, id.name_len);
+    id.name = name;
+    if (id.key != nullptr) {
+      char* key = static_cast<char*>(MemoryContextAlloc(list_context, id.key_len + 1));
+      std::memcpy(key, id.key, id.key_len);
+      id.key = key;
+    }
   }
   grant.call.inline_config = nullptr;
   grant.subid = GetCurrentSubTransactionId();
   return count++;
 }
+
+namespace {
+
+// Whether two records give back into the same row under the same rules, so
+// one can carry both amounts (a refund of a + b is a refund of a, then of b:
+// both are capped at capacity alone).
+bool SameRefund(const PendingGrant& a, const PendingGrant& b) {
+  const LimitId& x = a.call.id;
+  const LimitId& y = b.call.id;
+  if (!a.active || a.storage != b.storage || a.subid != b.subid || a.keep != b.keep || a.window != b.window ||
+      a.call.origin != b.call.origin || a.call.owner_config != b.call.owner_config ||
+      !ratelimit::SameLimit(a.call.config, b.call.config))
+    return false;
+  return SameIdentity(x, y);
+}
+
+}  // namespace
 
 void RememberGrant(int record, const Decision& decision, bool keep) {
   PendingGrant& grant = grants[record];
@@ -175,6 +204,11 @@ void RememberGrant(int record, const Decision& decision, bool keep) {
   grant.window = decision.next.ts;
   grant.keep = keep;
   grant.active = true;
+  // A transaction calling one limit again and again keeps one record.
+  if (record == count - 1 && record > 0 && SameRefund(grants[record - 1], grant)) {
+    grants[record - 1].amount += grant.amount;
+    --count;
+  }
 }
 
 void ForgetPendingGrant(int record) {
