@@ -4,7 +4,10 @@
 # pgbench with 1, 8 and 32 clients, synchronous_commit on and off on the
 # partitions, every call a grant on one of 100,000 existing keys, measured
 # after a warm-up in which the router backends connect to the partitions.
-# Then the cost of a refusal through the router with throws => false and
+# Then the same grid for a key with an override (a defined limit, each of
+# 10,000 keys overridden) and for a memory limit ("storage": "memory",
+# defined, 10,000 keys), direct and through the router with 1 partition;
+# and the cost of a refusal through the router with throws => false and
 # with throws => true (a remote error makes PL/Proxy reconnect).
 #
 #   bench/plproxy.sh            # uses the extensions already installed
@@ -20,7 +23,10 @@
 # One throwaway cluster holds everything: the database `direct` (CREATE
 # EXTENSION ratelimit), partitions p1..p3 like it, and three router
 # databases r1, r2, r4 whose server ratelimit lists `direct` (as partition 0)
-# and then p1.., so "1 partition" is the same database as "direct". On one
+# and then p1.., so "1 partition" is the same database as "direct". The
+# cluster preloads ratelimit (memory limits need it on PostgreSQL 15), so
+# ratelimit_stats counts every call, direct and routed alike; its memory
+# limits are the server's, shared by direct and p1..p3. On one
 # machine the router, the partitions and pgbench share its CPUs: more
 # partitions add no CPU, only more backends. Prints a markdown table and
 # writes it to bench/plproxy-latest.md.
@@ -37,24 +43,33 @@ OUT=bench/plproxy-latest.md
 if [ "${1:-}" = "--build" ]; then ensure_packages; build_and_install_extension; fi
 RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
 ensure_packages
-API_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit_proxy.control)
+API_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit.control)
+ROUTER_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit_proxy.control)
+OVERRIDDEN=10000
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 trap stop_cluster EXIT
-start_cluster -c shared_buffers=256MB -c max_connections=300
+start_cluster -c shared_buffers=256MB -c max_connections=300 -c shared_preload_libraries=ratelimit \
+  -c ratelimit.memory_max_keys=100000
 WORK=$(mktemp -d /tmp/ratelimit-plproxy-bench.XXXXXX)
 chmod 755 "$WORK"
 psql_in() { PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 CONFIG='{"kind": "token bucket", "rate": 1e9, "period": 1000}'
 REFUSED_CONFIG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
+OVERRIDE_CONFIG='{"kind": "token bucket", "rate": 2e9, "period": 1000}'
+MEMORY_CONFIG='{"kind": "token bucket", "rate": 1e9, "period": 1000, "storage": "memory"}'
 for db in direct p1 p2 p3; do
   psql_in -d postgres -c "CREATE DATABASE $db"
   # Every key exists in every partition (a routed call only uses its own),
   # and one empty bucket to refuse.
   psql_in -d $db -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'" \
     -c "SELECT count(ratelimit_limit('n', 'k' || g, '$CONFIG', 0)) FROM generate_series(1, $KEYS) AS g" \
-    -c "SELECT ratelimit_limit('refused', 'k', '$REFUSED_CONFIG')" -c "VACUUM ANALYZE" >/dev/null
+    -c "SELECT ratelimit_limit('refused', 'k', '$REFUSED_CONFIG')" \
+    -c "SELECT ratelimit_define('o', '$CONFIG')" \
+    -c "SELECT count(ratelimit_override('o', 'k' || g, '$OVERRIDE_CONFIG')) FROM generate_series(1, $OVERRIDDEN) AS g" \
+    -c "SELECT count(ratelimit_limit('o', 'k' || g, count => 0)) FROM generate_series(1, $OVERRIDDEN) AS g" \
+    -c "SELECT ratelimit_define('m', '$MEMORY_CONFIG')" -c "VACUUM ANALYZE" >/dev/null
 done
 partition_dbs=(direct p1 p2 p3)
 for n in 1 2 4; do
@@ -63,7 +78,7 @@ for n in 1 2 4; do
     options+="${options:+, }p$i 'dbname=${partition_dbs[$i]} host=$CLUSTER_DIR port=5432'"
   done
   psql_in -d postgres -c "CREATE DATABASE r$n"
-  psql_in -d "r$n" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy" \
+  psql_in -d "r$n" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 done
@@ -72,16 +87,27 @@ cat >"$WORK/grant.sql" <<SQL
 \set k random(1, $KEYS)
 SELECT ok FROM ratelimit_limit('n', 'k' || :k, '$CONFIG');
 SQL
+# A key with an override, of a defined limit: the override is looked up.
+cat >"$WORK/override.sql" <<SQL
+\set k random(1, $OVERRIDDEN)
+SELECT ok FROM ratelimit_limit('o', 'k' || :k);
+SQL
+# A defined memory limit.
+cat >"$WORK/memory.sql" <<SQL
+\set k random(1, $OVERRIDDEN)
+SELECT ok FROM ratelimit_limit('m', 'k' || :k);
+SQL
 
-# Runs one pgbench load against database $1 with $2 clients; prints its
+# Runs one pgbench load ($3: grant, override or memory) against database $1
+# with $2 clients; prints its
 # transactions per second in steady state: the mean of pgbench's per-second
 # progress reports after the first $WARMUP seconds, in which each router
 # backend opens its connections to the partitions (each a new backend
 # there). 0, and pgbench's errors on stderr, if it failed.
 run_load() {
-  local db=$1 clients=$2 tps
+  local db=$1 clients=$2 workload=${3:-grant} tps
   "$PG_BINDIR/pgbench" -n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2 -c "$clients" \
-    -f "$WORK/grant.sql" "$db" >"$WORK/pgbench.log" 2>&1 || true
+    -f "$WORK/$workload.sql" "$db" >"$WORK/pgbench.log" 2>&1 || true
   tps=$(awk -v warmup="$WARMUP" '/^progress: / && $2 + 0 > warmup { sum += $4; n++ }
                                  END { if (n) printf "%.0f", sum / n }' "$WORK/pgbench.log")
   [ -n "$tps" ] || { grep -m 3 -i error "$WORK/pgbench.log" >&2; tps=0; }
@@ -127,6 +153,19 @@ for sync in on off; do
       tps[$sync,$clients,$target]=$(median ${runs[$sync,$clients,$target]})
       echo "synchronous_commit=$sync clients=$clients $target: ${tps[$sync,$clients,$target]} tps (${runs[$sync,$clients,$target]% })"
     done
+    # Overrides and memory limits: direct and through 1 partition.
+    for workload in override memory; do
+      for _ in $(seq "$ROUNDS"); do
+        for target in direct r1; do
+          runs[$workload,$sync,$clients,$target]+="$(run_load $target $clients $workload) "
+        done
+      done
+      for target in direct r1; do
+        # shellcheck disable=SC2086 # the runs are a list of numbers
+        tps[$workload,$sync,$clients,$target]=$(median ${runs[$workload,$sync,$clients,$target]})
+        echo "$workload synchronous_commit=$sync clients=$clients $target: ${tps[$workload,$sync,$clients,$target]} tps"
+      done
+    done
   done
 done
 psql_in -d postgres -c "ALTER SYSTEM RESET synchronous_commit" -c "SELECT pg_reload_conf()" >/dev/null
@@ -136,7 +175,7 @@ refused_r1=$(refusal_micros r1 false $REFUSALS)
 # Each of these opens a new partition connection: fewer calls.
 refused_r1_throws=$(refusal_micros r1 true $((REFUSALS / 10)))
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
 {
   echo "# Through the PL/Proxy router"
@@ -145,8 +184,9 @@ micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
   echo "pgbench \`-n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2\`, calls/s of the last $SECONDS_PER_RUN seconds (after each router backend"
   echo "has connected to its partitions), median of $ROUNDS interleaved round(s); $(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB,"
   echo "load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg),"
-  echo "$("$PG_BINDIR/postgres" --version), PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION"
-  echo "(library md5 $(md5sum < "$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so" | cut -c1-12)). One cluster, shared_buffers=256MB;"
+  echo "$("$PG_BINDIR/postgres" --version), PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION,"
+  echo "ratelimit_proxy $ROUTER_VERSION (library md5 $(md5sum < "$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so" | cut -c1-12)). One cluster, shared_buffers=256MB,"
+  echo "shared_preload_libraries=ratelimit (ratelimit_stats counts every call);"
   echo "every call \`ratelimit_limit('n', <one of $KEYS existing keys>, cfg)\`, granted."
   echo "Router, partitions and pgbench share the same CPUs: the partitions add backends, not CPU."
   echo
@@ -156,6 +196,22 @@ micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
     for clients in 1 8 32; do
       d=${tps[$sync,$clients,direct]}
       echo "| $sync | $clients | $d | ${tps[$sync,$clients,r1]} | ${tps[$sync,$clients,r2]} | ${tps[$sync,$clients,r4]} | $(ratio "${tps[$sync,$clients,r1]}" "$d") |"
+    done
+  done
+  echo
+  echo "Overrides and memory limits, side by side in the same run (1 partition): \`ratelimit_limit('o', <one of"
+  echo "$OVERRIDDEN keys, each overridden>)\` of a defined limit, and \`ratelimit_limit('m', <one of $OVERRIDDEN keys>)\` of a"
+  echo "defined limit with \"storage\": \"memory\" (in the server's shared memory, no table row, no WAL):"
+  echo
+  echo "| workload | synchronous_commit | clients | direct (calls/s) | router, 1 partition | router / direct |"
+  echo "|---|---|---:|---:|---:|---:|"
+  for workload in override memory; do
+    for sync in on off; do
+      for clients in 1 8 32; do
+        d=${tps[$workload,$sync,$clients,direct]}
+        r=${tps[$workload,$sync,$clients,r1]}
+        echo "| $workload | $sync | $clients | $d | $r | $(ratio "$r" "$d") |"
+      done
     done
   done
   echo

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tests ratelimit_proxy: the ratelimit API in a router database, routed by
 # PL/Proxy (Debian: postgresql-15-plproxy, installed here if missing) to
-# partition databases that each have the ratelimit extension. Two cases:
+# partition databases that each have the ratelimit extension at the version
+# of this tree (ratelimit.control), the router at its own (the
+# ratelimit_proxy.control of this tree). Two cases:
 #
 #   1. one cluster: the router database `router` and 4 partition databases
 #      rl_p0 .. rl_p3 in the throwaway cluster scripts/test.sh started
@@ -9,15 +11,24 @@
 #      one this script starts when run alone;
 #   2. separate clusters: the router database `router_clusters` in that
 #      cluster, and partition i in a throwaway cluster of its own (each its
-#      own postmaster, on a unix socket in its own temp dir).
+#      own postmaster, on a unix socket in its own temp dir, started with
+#      shared_preload_libraries = 'ratelimit' so that its stats and memory
+#      limits work on PostgreSQL 15).
 #
 # In each case:
-#   - pg_regress runs test/plproxy/sql/router.sql (every function through the
-#     router, each key's row on exactly one partition, definitions on every
-#     partition, SQLSTATEs such as PT429 and 22023 through the router,
-#     limit_all across partitions refused with 0A000) and app_pattern.sql (the
+#   - pg_regress runs test/plproxy/sql/router.sql (the catalog comparison:
+#     every user-facing function, view and type of ratelimit on every
+#     partition has a twin of the same signature and rights on the router;
+#     every function through the router, each key's row on exactly one
+#     partition, definitions on every partition, overrides on the key's,
+#     headers by key, ratelimit_status gathered, SQLSTATEs such as PT429 and
+#     22023 through the router, limit_all across partitions refused with
+#     0A000), postgrest.sql (ratelimit.error_format = postgrest set in the
+#     router session by SET, SET LOCAL, a hook's set_config and a role
+#     setting: the PGRST error one node raises) and app_pattern.sql (the
 #     app's function routed to the partition of its key, examples/plproxy),
-#     with the partitions' clocks frozen;
+#     with the partitions' clocks frozen; in case 2 also router_shared.sql
+#     (ratelimit_stats summed over the partitions, memory limits routed);
 #   - the hot-key exact bound through the router: pgbench, 16 clients, 400
 #     calls on one key of a token bucket of capacity 200 that refills 250
 #     tokens in 100 years. Exactly 200 calls are granted (the bucket holds
@@ -25,8 +36,13 @@
 #     means less than one token was left, so at least 200 were taken), and
 #     the one partition that owns the key holds its row, emptied.
 # Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
-# cluster: every limit keeps its state, on its own partition. And, in case 2,
-# a stopped partition: the keys it owns fail with a connection error naming
+# cluster: every limit keeps its state, on its own partition. An upgrade
+# with mixed versions: a ratelimit_proxy 0.4.0 router over partitions at
+# ratelimit 0.4.0 and at this tree's version works, and after the
+# partitions and then the router are updated, the whole API does. Two
+# partition databases of one server: ratelimit_stats and the memory
+# entries through the router count that server once. And, in case 2, a
+# stopped partition: the keys it owns fail with a connection error naming
 # it, every other key works, in a router session that had connections open
 # and at the next attempt; after a restart it works again in that session.
 #
@@ -39,8 +55,13 @@ RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
 ensure_packages
 
 PARTITIONS=4
-# The partitions run the ratelimit version whose API ratelimit_proxy mirrors.
-API_VERSION=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit_proxy.control)
+# The partitions run this tree's ratelimit, the router this tree's
+# ratelimit_proxy (named: another tree's control file may be installed).
+control_version() { sed -n "s/^default_version = '\(.*\)'$/\1/p" "$1"; }
+API_VERSION=$(control_version ratelimit.control)
+ROUTER_VERSION=$(control_version ratelimit_proxy.control)
+# The oldest ratelimit_proxy and ratelimit of the mixed-version upgrade check.
+OLD_VERSION=0.4.0
 PART_DIRS=()
 OWN_CLUSTER=0
 WORK=""
@@ -82,17 +103,19 @@ check() {
   fi
 }
 
-# Creates partition database rl_p$1 with the ratelimit extension (the
-# version ratelimit_proxy mirrors) and the app pattern's table and
-# function, on the server at socket dir $2.
+# Creates partition database rl_p$1 with the ratelimit extension (this
+# tree's version, or $3), the app pattern's table and function and the
+# test's catalog helpers, on the server at socket dir $2.
 create_partition_db() {
-  local i=$1 host=$2
+  local i=$1 host=$2 version=${3:-$API_VERSION}
   psql_in -h "$host" -d postgres -c "DROP DATABASE IF EXISTS rl_p$i" -c "CREATE DATABASE rl_p$i"
-  psql_in -h "$host" -d "rl_p$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'" -f examples/plproxy/partition.sql
+  psql_in -h "$host" -d "rl_p$i" -c "CREATE EXTENSION ratelimit VERSION '$version'" -f examples/plproxy/partition.sql \
+    -f test/plproxy/api.sql
 }
 
 # Creates router database $1 whose server ratelimit has the partitions at
-# the socket dirs given as the other arguments (database rl_p<i> in each).
+# the socket dirs given as the other arguments (database rl_p<i> in each),
+# with ratelimit_proxy at ROUTER_VERSION (or the version in $VERSION).
 create_router_db() {
   local db=$1 options="" i=0 host
   shift
@@ -101,9 +124,9 @@ create_router_db() {
     i=$((i + 1))
   done
   psql_in -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-  psql_in -d "$db" <<SQL
+  psql_in -d "$db" -f test/plproxy/api.sql -f - <<SQL
 CREATE EXTENSION plproxy;
-CREATE EXTENSION ratelimit_proxy;
+CREATE EXTENSION ratelimit_proxy VERSION '${VERSION:-$ROUTER_VERSION}';
 CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options);
 CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres');
 \i examples/plproxy/router.sql
@@ -125,14 +148,21 @@ set_partition_clock() {
   done
 }
 
-# Runs the pg_regress tests of test/plproxy against router database $1.
+# Runs the pg_regress tests of test/plproxy named after $1 against router
+# database $1.
 run_regress() {
   local db=$1 out="$WORK/regress-$1"
+  shift
   local pg_regress
   pg_regress=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
   if ! "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" \
-       --inputdir=test/plproxy --outputdir="$out" router app_pattern; then
+       --inputdir=test/plproxy --outputdir="$out" "$@"; then
     cat "$out/regression.diffs" 2>/dev/null || true
+    # RATELIMIT_PLPROXY_RESULTS=dir keeps the outputs (to review, or to
+    # refresh test/plproxy/expected).
+    if [ -n "${RATELIMIT_PLPROXY_RESULTS:-}" ]; then
+      mkdir -p "$RATELIMIT_PLPROXY_RESULTS/$db" && cp "$out"/results/*.out "$RATELIMIT_PLPROXY_RESULTS/$db/"
+    fi
     failed=1
   fi
 }
@@ -218,7 +248,7 @@ EXCEPTION WHEN OTHERS THEN
   INSERT INTO outcomes (key, error) VALUES ('define', SQLERRM);
 END \$\$;
 SELECT 'define', error LIKE '%[rl_p$down]%' FROM outcomes WHERE key = 'define';
-\! $ctl start -o "-c listen_addresses='' -k $dir -p 5432" >/dev/null
+\! $ctl start -o "-c listen_addresses='' -k $dir -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
 $pass
 SQL
   ) || { echo "$out"; check "stopped partition session" "exit 0" "failed"; return; }
@@ -255,7 +285,7 @@ run_reshard() {
     psql_in -d "rl_r$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
   done
   psql_in -d postgres -c "DROP DATABASE IF EXISTS router_reshard" -c "CREATE DATABASE router_reshard"
-  psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy" \
+  psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$PGHOST port=$PGPORT', p1 'dbname=rl_r1 host=$PGHOST port=$PGPORT')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" \
     -c "SELECT ratelimit_define('r', '$config')" \
@@ -295,6 +325,98 @@ SQL
     "40" "$(echo "$rows" | sed -n 2p)"
 }
 
+# An upgrade with mixed versions, in the main cluster: partitions rl_m0 and
+# rl_m1 at ratelimit OLD_VERSION, rl_m2 and rl_m3 at this tree's, behind a
+# ratelimit_proxy OLD_VERSION router. Its API works over both; then the old
+# partitions are updated (ALTER EXTENSION ratelimit UPDATE) and it still
+# works; then the router is updated and the whole current API works, with
+# the same catalog as a router created at the current version.
+run_mixed_upgrade() {
+  local config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
+  local i version options=""
+  for i in 0 1 2 3; do
+    version=$API_VERSION
+    [ "$i" -lt 2 ] && version=$OLD_VERSION
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m$i" -c "CREATE DATABASE rl_m$i"
+    psql_in -d "rl_m$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
+    options+="${options:+, }p$i 'dbname=rl_m$i host=$PGHOST port=$PGPORT'"
+  done
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_mixed" -c "CREATE DATABASE router_mixed"
+  psql_in -d router_mixed -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$OLD_VERSION'" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
+    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  # The old router's API: calls on every partition, headers, definitions,
+  # limit_all, cleanup. One line of results.
+  local old_api="
+SELECT concat_ws(' ',
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r),
+  (SELECT count(DISTINCT ratelimit_partition('mixed', 'k' || g)) FROM generate_series(1, 40) AS g),
+  (SELECT ratelimit_headers('mixed', r, '$config') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k1', '$config') AS r),
+  (SELECT ok::text FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object('name', 'mixed', 'key', 'k1', 'config', '$config'::jsonb)))),
+  (SELECT floor(value)::text FROM ratelimit_value('mixed', 'k1', '$config')));
+SELECT ratelimit_define('mixed_def', '$config');
+SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 12) AS g, ratelimit_limit('mixed_def', 'k' || g) AS r;
+SELECT ratelimit_undefine('mixed_def');"
+  local out
+  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $OLD_VERSION over partitions at $OLD_VERSION and $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 3\n\n12\nt')" "$out"
+  psql_in -d rl_m0 -c "ALTER EXTENSION ratelimit UPDATE"
+  psql_in -d rl_m1 -c "ALTER EXTENSION ratelimit UPDATE"
+  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $OLD_VERSION over partitions all updated to $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 1\n\n12\nt')" "$out"
+  psql_in -d router_mixed -c "ALTER EXTENSION ratelimit_proxy UPDATE TO '$ROUTER_VERSION'" -f test/plproxy/api.sql
+  out=$(psql_in -At -d router_mixed 2>&1 <<SQL
+SELECT ratelimit_override('mixed', 'k2', '{"kind": "token bucket", "rate": 60, "period": "1 hour", "capacity": 60}');
+SELECT concat_ws(' ',
+  (SELECT ratelimit_headers('mixed', r, NULL, 'k2') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k2') AS r),
+  (SELECT count(*) FROM ratelimit_status WHERE name = 'mixed'),
+  (SELECT ratelimit_unoverride('mixed', 'k2')::text),
+  (SELECT count(*) FROM ratelimit_stats WHERE false));
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats" \
+    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0')" "$out"
+  local fresh updated
+  fresh=$(psql_in -At -d router -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
+  updated=$(psql_in -At -d router_mixed -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
+  check "mixed: the updated router's catalog is a fresh $ROUTER_VERSION router's" "$fresh" "$updated"
+}
+
+# Two partitions that are databases of one server (partition 0's cluster,
+# whose shared memory holds the counters of ratelimit_stats and the memory
+# limits of both): the router's ratelimit_stats counts its calls once, and
+# its ratelimit_status shows each memory entry once.
+run_same_server() {
+  local host=${PART_DIRS[0]} i
+  local table_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
+  local memory_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5, "storage": "memory"}'
+  for i in 0 1; do
+    psql_in -h "$host" -d postgres -c "DROP DATABASE IF EXISTS rl_s$i" -c "CREATE DATABASE rl_s$i"
+    psql_in -h "$host" -d "rl_s$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
+  done
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_same" -c "CREATE DATABASE router_same"
+  psql_in -d router_same -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_s0 host=$host port=5432', p1 'dbname=rl_s1 host=$host port=5432')" \
+    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  local out
+  out=$(psql_in -At -d router_same 2>&1 <<SQL
+SELECT ratelimit_stats_reset();
+SELECT concat_ws(' ',
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 20) AS g, ratelimit_limit('same', 'k' || g, '$table_config') AS r),
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 20) AS g, ratelimit_limit('same_memory', 'k' || g, '$memory_config') AS r),
+  (SELECT count(DISTINCT ratelimit_partition('same', 'k' || g)) FROM generate_series(1, 20) AS g),
+  (SELECT granted FROM ratelimit_stats WHERE name = 'same'),
+  (SELECT granted FROM ratelimit_stats WHERE name = 'same_memory'),
+  (SELECT count(*) FROM ratelimit_status WHERE name = 'same' AND storage = 'table'),
+  (SELECT count(*) FROM ratelimit_status WHERE name = 'same_memory' AND storage = 'memory'));
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "one server, 2 partition databases: grants, partitions used, stats and status count the server once" \
+    "$(printf '\n20 20 2 20 20 20 20')" "$out"
+}
+
 start_partition_clusters() {
   local template="$WORK/template" i dir
   mkdir "$template"
@@ -307,11 +429,11 @@ start_partition_clusters() {
     as_cluster_user cp -a "$template/data" "$dir/data"
     PART_DIRS+=("$dir")
     as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
-      -o "-c listen_addresses='' -k $dir -p 5432" >/dev/null
+      -o "-c listen_addresses='' -k $dir -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
   done
 }
 
-say "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION on the partitions"
+say "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION on the partitions, ratelimit_proxy $ROUTER_VERSION"
 say "case 1: router and $PARTITIONS partition databases in one cluster"
 one_cluster=()
 for i in $(seq 0 $((PARTITIONS - 1))); do
@@ -327,9 +449,12 @@ create_router_db router_clusters "${PART_DIRS[@]}"
 
 for case in router router_clusters; do
   if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_DIRS[@]}"); fi
-  say "$case: pg_regress test/plproxy (router, app_pattern), partition clocks frozen"
+  tests=(router postgrest app_pattern)
+  # The partitions of case 2 have shared memory (shared_preload_libraries).
+  [ $case = router_clusters ] && tests+=(router_shared)
+  say "$case: pg_regress test/plproxy (${tests[*]}), partition clocks frozen"
   set_partition_clock '2026-01-01 00:00:00+00' "${hosts[@]}"
-  run_regress $case
+  run_regress $case "${tests[@]}"
   set_partition_clock '' "${hosts[@]}"
   say "$case: hot key through the router, exact bound"
   run_hot_key $case "${hosts[@]}"
@@ -337,6 +462,12 @@ done
 
 say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
 run_reshard
+
+say "upgrade with mixed versions: a ratelimit_proxy $OLD_VERSION router over ratelimit $OLD_VERSION and $API_VERSION partitions"
+run_mixed_upgrade
+
+say "router_clusters: two partition databases of one server"
+run_same_server
 
 say "router_clusters: a stopped partition"
 run_stopped_partition 2

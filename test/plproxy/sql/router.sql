@@ -12,6 +12,13 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
     SELECT current_database()::text AS db, s.name, s.key, s.shard, s.value FROM public.ratelimit_state AS s;
 $$;
+CREATE FUNCTION partition_overrides()
+RETURNS TABLE (db text, name text, key text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT current_database()::text AS db, o.name, o.key FROM public.ratelimit_override AS o;
+$$;
 CREATE FUNCTION partition_definitions()
 RETURNS TABLE (db text, name text, config jsonb)
 LANGUAGE plproxy AS $$
@@ -19,24 +26,14 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
     SELECT current_database()::text AS db, d.name, d.config FROM public.ratelimit_definition AS d;
 $$;
--- The signatures of the extension's functions and type on partition 0.
+-- The user-facing API of ratelimit on every partition (test/plproxy/api.sql,
+-- loaded there and here by scripts/plproxy-test.sh).
 CREATE FUNCTION partition_api()
-RETURNS TABLE (object text, arguments text, result text)
+RETURNS TABLE (db text, kind text, object text, signature text, result text, public_access boolean)
 LANGUAGE plproxy AS $$
     CLUSTER 'ratelimit';
-    RUN ON 0;
-    SELECT p.proname::text AS object, pg_catalog.pg_get_function_arguments(p.oid) AS arguments,
-           pg_catalog.pg_get_function_result(p.oid) AS result
-    FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_extension AS e ON e.extnamespace = p.pronamespace
-    WHERE e.extname = 'ratelimit'
-      AND p.proname IN ('ratelimit_limit', 'ratelimit_check', 'ratelimit_value', 'ratelimit_reset',
-                        'ratelimit_refund', 'ratelimit_headers', 'ratelimit_define', 'ratelimit_undefine',
-                        'ratelimit_limit_all', 'ratelimit_cleanup')
-    UNION ALL
-    SELECT 'type ' || t.typname, string_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum), ''
-    FROM pg_catalog.pg_type AS t JOIN pg_catalog.pg_attribute AS a ON a.attrelid = t.typrelid
-    WHERE t.typname = 'ratelimit_result' AND a.attnum > 0
-    GROUP BY t.typname;
+    RUN ON ALL;
+    SELECT current_database()::text AS db, a.* FROM public.extension_api('ratelimit') AS a;
 $$;
 -- SQLSTATE and message of a statement, or 'ok'.
 CREATE FUNCTION pg_temp.outcome(statement text) RETURNS text LANGUAGE plpgsql AS $$
@@ -53,24 +50,23 @@ SELECT extname, extversion FROM pg_extension WHERE extname IN ('plproxy', 'ratel
 SELECT count(*) AS router_tables FROM pg_class WHERE relname LIKE 'ratelimit%' AND relkind = 'r';
 SELECT ratelimit_partitions();
 
--- The same function names, argument names, defaults and result types as the
--- extension on the partitions (both differences are empty).
+-- Every user-facing function, view and type of ratelimit on the partitions
+-- has a twin on the router of the same name, argument names, types and
+-- defaults, result type and PUBLIC access, and the router has nothing else
+-- but its own (the hash, the partition count and ratelimit_proxy_*): both
+-- differences are empty, on every partition.
 CREATE TEMP TABLE router_api AS
-SELECT p.proname::text AS object, pg_get_function_arguments(p.oid) AS arguments, pg_get_function_result(p.oid) AS result
-FROM pg_proc AS p JOIN pg_extension AS e ON e.extnamespace = p.pronamespace
-WHERE e.extname = 'ratelimit_proxy'
-  AND p.proname IN ('ratelimit_limit', 'ratelimit_check', 'ratelimit_value', 'ratelimit_reset',
-                    'ratelimit_refund', 'ratelimit_headers', 'ratelimit_define', 'ratelimit_undefine',
-                    'ratelimit_limit_all', 'ratelimit_cleanup')
+SELECT * FROM extension_api('ratelimit_proxy')
+WHERE object NOT IN ('ratelimit_hash', 'ratelimit_partition', 'ratelimit_partitions', 'ratelimit_limit_all_hash')
+  AND object NOT LIKE 'ratelimit\_proxy\_%';
+CREATE TEMP TABLE partitions_api AS SELECT * FROM partition_api();
+SELECT kind, count(*) AS objects FROM router_api GROUP BY kind ORDER BY kind;
+SELECT count(DISTINCT db) AS partitions_compared FROM partitions_api;
+(SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p
+ EXCEPT SELECT * FROM partitions_api)
 UNION ALL
-SELECT 'type ' || t.typname, string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum), ''
-FROM pg_type AS t JOIN pg_attribute AS a ON a.attrelid = t.typrelid
-WHERE t.typname = 'ratelimit_result' AND a.attnum > 0
-GROUP BY t.typname;
-SELECT count(*) AS objects FROM router_api;
-(SELECT * FROM router_api EXCEPT SELECT * FROM partition_api())
-UNION ALL
-(SELECT * FROM partition_api() EXCEPT SELECT * FROM router_api);
+(SELECT * FROM partitions_api
+ EXCEPT SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p);
 
 -- The hash: stable (these values never change), NULL key distinct from ''.
 SELECT ratelimit_hash('sendMessage', 'u1') AS u1, ratelimit_hash('sendMessage', NULL) AS global,
@@ -107,6 +103,29 @@ SELECT ratelimit_reset('spread', 'k1') AS reset, ratelimit_reset('spread', 'k1')
 SELECT count(*) AS rows_of_k1 FROM partition_rows() WHERE name = 'spread' AND key = 'k1';
 SELECT ratelimit_cleanup();
 
+-- Overrides live on the key's partition; the key's calls and its headers
+-- (routed by the key) see them, other keys do not.
+SELECT ratelimit_override('spread', 'k3', '{"kind": "token bucket", "rate": 100, "period": "1 minute", "capacity": 50}');
+SELECT db, key FROM partition_overrides() ORDER BY db, key;
+SELECT count(*) FILTER (WHERE db = 'rl_p' || ratelimit_partition('spread', 'k3')) AS on_its_partition FROM partition_overrides();
+SELECT ok, remaining FROM ratelimit_limit('spread', 'k3', :'cfg', 10);
+SELECT ratelimit_headers('spread', r, :'cfg', 'k3') -> 'RateLimit-Policy' AS keyed_policy,
+       ratelimit_headers('spread', r, :'cfg') -> 'RateLimit-Policy' AS global_policy
+FROM ratelimit_check('spread', 'k3', :'cfg') AS r;
+SELECT ratelimit_unoverride('spread', 'k3') AS unoverridden, ratelimit_unoverride('spread', 'k3') AS again;
+SELECT count(*) AS overrides_left FROM partition_overrides();
+SELECT ratelimit_headers('spread', r, :'cfg', 'k3') -> 'RateLimit-Policy' AS keyed_policy
+FROM ratelimit_check('spread', 'k3', :'cfg') AS r;
+
+-- ratelimit_status gathers every partition's rows (each on its own).
+SELECT s.key, s.storage, s.stored_value, p.db = 'rl_p' || ratelimit_partition(s.name, s.key) AS own_partition
+FROM ratelimit_status AS s JOIN partition_rows() AS p USING (name, key, shard)
+WHERE s.name = 'spread' AND s.key IN ('k3', 'k4', 'k5') ORDER BY s.key;
+SELECT count(*) AS status_rows, (SELECT count(*) FROM partition_rows()) AS partition_rows FROM ratelimit_status;
+-- ratelimit_stats_reset reaches every partition (the counters need shared
+-- memory: test/plproxy/sql/router_shared.sql).
+SELECT ratelimit_stats_reset();
+
 -- Named limits are stored on every partition and removed from every one.
 SELECT ratelimit_define('named', :'cfg');
 SELECT db, name, config FROM partition_definitions() WHERE name = 'named' ORDER BY db;
@@ -131,10 +150,12 @@ SELECT * FROM ratelimit_limit_all(jsonb_build_array(
     jsonb_build_object('name', 'pair', 'key', 'b', 'config', :'cfg'::jsonb)));
 SELECT key, value FROM partition_rows() WHERE name = 'pair' ORDER BY key;
 
--- Errors keep their SQLSTATE through the router. A remote error's message
--- is prefixed with the function and partition; its detail and hint with
--- "Remote". After a remote error PL/Proxy drops that connection and opens a
--- new one at the next call, with a NOTICE.
+-- Errors keep their SQLSTATE through the router. ratelimit_limit,
+-- ratelimit_check and ratelimit_limit_all raise the partition's error as the
+-- partition raised it (message, detail, hint); the other functions' remote
+-- errors keep PL/Proxy's prefix, the function and partition, and "Remote" in
+-- the detail and hint. After a remote error PL/Proxy drops that connection
+-- and opens a new one at the next call, with a NOTICE.
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', 5, throws => true);
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', throws => true);
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg');
@@ -146,6 +167,8 @@ SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', -1)$$) AS negative_count;
 SELECT pg_temp.outcome($$SELECT ratelimit_limit(NULL, 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS null_name;
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('undefined', 'k2')$$) AS not_defined;
+SELECT pg_temp.outcome($$SELECT ratelimit_value('undefined', 'k2')$$) AS value_not_defined;
+SELECT pg_temp.outcome($$SELECT ratelimit_override('spread', NULL, '{"kind": "token bucket", "rate": 10, "period": "1 minute"}')$$) AS override_null_key;
 -- (Every partition refuses it; which one answers first varies.)
 SELECT regexp_replace(pg_temp.outcome($$SELECT ratelimit_define('bad', '{"kind": "token bucket"}')$$),
                       '\[rl_p[0-3]\]', '[rl_pN]') AS define_bad;
@@ -175,8 +198,13 @@ SELECT ok, remaining FROM ratelimit_limit('app', 'u1', :'cfg');
 SELECT pg_temp.outcome($$SELECT ratelimit_reset('app', 'u1')$$) AS reset;
 SELECT pg_temp.outcome($$SELECT ratelimit_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define;
 SELECT pg_temp.outcome($$SELECT ratelimit_proxy_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define_directly;
+SELECT pg_temp.outcome($$SELECT ratelimit_override('app', 'u1', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}')$$) AS override;
+SELECT pg_temp.outcome($$SELECT ratelimit_unoverride('app', 'u1')$$) AS unoverride;
+SELECT pg_temp.outcome($$SELECT ratelimit_stats_reset()$$) AS stats_reset;
+SELECT pg_temp.outcome($$SELECT * FROM ratelimit_status$$) AS status;
+SELECT pg_temp.outcome($$SELECT * FROM ratelimit_stats$$) AS stats;
 RESET ROLE;
 REVOKE USAGE ON FOREIGN SERVER ratelimit FROM regress_rl_app;
 DROP ROLE regress_rl_app;
 
-DROP FUNCTION partition_rows(), partition_definitions(), partition_api();
+DROP FUNCTION partition_rows(), partition_overrides(), partition_definitions(), partition_api();
