@@ -324,16 +324,14 @@ $$;
 COMMENT ON FUNCTION @extschema@.ratelimit_proxy_status() IS
 'The rows of ratelimit_status of every partition, each with its server (the postmaster''s start time and port) and database; what the router''s ratelimit_status view shows. Owner only unless granted.';
 
--- ratelimit_status: every partition's rows; a memory entry (which every
--- partition database of its server shows) once.
+-- ratelimit_status: every partition's rows (each database has its own
+-- table rows and memory entries).
 CREATE VIEW @extschema@.ratelimit_status AS
 SELECT name, key, shard, kind, value, ts, stored_value, idle_at, storage
-FROM (SELECT DISTINCT ON (s.server, CASE WHEN s.storage = 'memory' THEN '' ELSE s.db END, s.name, s.key, s.shard) s.*
-      FROM @extschema@.ratelimit_proxy_status() AS s
-      ORDER BY s.server, CASE WHEN s.storage = 'memory' THEN '' ELSE s.db END, s.name, s.key, s.shard) AS rows;
+FROM @extschema@.ratelimit_proxy_status();
 
 COMMENT ON VIEW @extschema@.ratelimit_status IS
-'Routed ratelimit_status: the stored limits of every partition (table rows, and memory entries of each partition''s server, once per server). Needs EXECUTE on ratelimit_proxy_status too. Owner only unless granted.';
+'Routed ratelimit_status: the stored limits of every partition (table rows and memory entries; each partition database has its own). Needs EXECUTE on ratelimit_proxy_status too. Owner only unless granted.';
 
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_override(text, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_unoverride(text, text) FROM PUBLIC;
