@@ -182,7 +182,8 @@ class Config {
   }
 
   std::string kind_, rate_, period_;
-  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_, storage_, on_rollback_;
+  std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_, storage_,
+      on_rollback_;
 };
 
 // How limit() and check() call: the arguments of ratelimit_limit after name and key.

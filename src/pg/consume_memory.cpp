@@ -34,8 +34,8 @@ bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
 bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   auto* step = static_cast<StepContext*>(context);
   const LimitCall& call = *step->call;
-  step->decision = ratelimit::Refund(call.config, LiveFor(call, stored, step->now), step->now, call.origin,
-                                     step->amount);
+  step->decision =
+      ratelimit::Refund(call.config, LiveFor(call, stored, step->now), step->now, call.origin, step->amount);
   if (!stored.state.exists) return false;  // no row is as full as a refund makes it
   *out = WriteOf(call, step->decision.next, step->decision.full_at);
   return true;
@@ -43,14 +43,15 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
 
 [[noreturn]] void RaiseNoRoom(const LimitCall& call) {
   CountMemoryFull(call);
-  ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-                  errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
-                         std::min(call.id.name_len, 64), call.id.name),
-                  errdetail(call.owner_config
-                                ? "Every entry holds a limit that is not back in its initial state."
-                                : "Limits called with inline configs may take half of the entries, and "
-                                  "each of those holds a limit that is not back in its initial state."),
-                  errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_OUT_OF_MEMORY),
+       errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
+              std::min(call.id.name_len, 64), call.id.name),
+       errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
+                                   : "Limits called with inline configs may take half of the entries, and "
+                                     "each of those holds a limit that is not back in its initial state."),
+       errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
   pg_unreachable();
 }
 

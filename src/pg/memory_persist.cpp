@@ -72,7 +72,8 @@ void DumpState() {
   FileHeader header{MemoryEntryLayout(), 0, 0};
   bool ok = fwrite(&header, sizeof header, 1, file) == 1;
   if (ok) header.count = WriteMemoryEntries(file, ClockNow());
-  ok = ok && fseek(file, 0, SEEK_SET) == 0 && fwrite(&header, sizeof header, 1, file) == 1;
+  ok = ok && header.count >= 0 && fseek(file, 0, SEEK_SET) == 0 &&
+       fwrite(&header, sizeof header, 1, file) == 1;
   ok = ok && fflush(file) == 0 && pg_fsync(fileno(file)) == 0;
   if (FreeFile(file) != 0) ok = false;
   if (!ok) {

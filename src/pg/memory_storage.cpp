@@ -43,7 +43,7 @@ constexpr uint32 kLayout = 0x524c4d31;  // "RLM1"
 struct MemoryKey {
   Oid database;
   int32 name_len;
-  int32 key_len;  // -1: the NULL key
+  int32 key_len;               // -1: the NULL key
   char bytes[kIdentityBytes];  // the name, then the key; zero after them
 };
 
@@ -54,8 +54,15 @@ struct MemoryEntry {
 };
 
 struct MemoryHeader {
+  uint64 seed;  // of the keys' hash
   pg_atomic_uint32 entries;
   pg_atomic_uint32 inline_entries;
+  // No entry is idle before next_idle_at (microseconds; a bound, never
+  // later than the earliest idle_at): a full table is swept only from then
+  // on, or while a sweep runs (sweeps > 0). A sweep sets it to the earliest
+  // idle_at it leaves; a write of an earlier one lowers it.
+  pg_atomic_uint64 next_idle_at;
+  pg_atomic_uint32 sweeps;
 };
 
 static_assert(std::is_trivially_destructible_v<MemoryKey>);
@@ -71,11 +78,12 @@ uint32 InlineMaxKeys() { return static_cast<uint32>(std::max(1, memory_max_keys 
 
 int UsedBytes(const MemoryKey& key) { return key.name_len + std::max(0, key.key_len); }
 
-dshash_hash HashKey(const void* v, size_t, void*) {
+// The hash of the key's bytes (database, lengths, name and key) under the
+// table's seed (arg: the header).
+dshash_hash HashKey(const void* v, size_t, void* arg) {
   const auto* key = static_cast<const MemoryKey*>(v);
-  uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(key->bytes), UsedBytes(*key));
-  uint32 lengths = static_cast<uint32>(key->name_len) << 16 ^ static_cast<uint32>(key->key_len);
-  return hash_combine(hash_combine(h, hash_uint32(lengths)), hash_uint32(key->database));
+  return SeededHash(key, static_cast<int>(offsetof(MemoryKey, bytes)) + UsedBytes(*key),
+                    static_cast<const MemoryHeader*>(arg)->seed);
 }
 
 int CompareKeys(const void* a, const void* b, size_t, void*) {
@@ -87,8 +95,11 @@ int CompareKeys(const void* a, const void* b, size_t, void*) {
 
 void InitHeader(void* memory) {
   auto* header = static_cast<MemoryHeader*>(memory);
+  header->seed = NewTableSeed();
   pg_atomic_init_u32(&header->entries, 0);
   pg_atomic_init_u32(&header->inline_entries, 0);
+  pg_atomic_init_u64(&header->next_idle_at, 0);
+  pg_atomic_init_u32(&header->sweeps, 0);
 }
 
 MemoryHeader* header = nullptr;
@@ -162,21 +173,85 @@ void ReleaseSlot(bool inline_share) {
 
 bool IdleAt(const MemoryEntry& entry, Micros now) { return now >= entry.row.idle_at; }
 
+uint64 AsBound(Micros at) { return at < 0 ? 0 : static_cast<uint64>(at); }
+
+// Lowers next_idle_at to `at` if it is later.
+void LowerNextIdle(Micros at) {
+  uint64 bound = AsBound(at);
+  uint64 current = pg_atomic_read_u64(&header->next_idle_at);
+  while (bound < current && !pg_atomic_compare_exchange_u64(&header->next_idle_at, &current, bound)) {
+  }
+}
+
+// Stores a row into an entry (its partition lock held exclusively).
+void Store(MemoryEntry* entry, const RowWrite& write) {
+  entry->row = write;
+  LowerNextIdle(write.idle_at);
+}
+
+// Whether a sweep may find an idle entry at `now`.
+bool SweepMayFree(Micros now) {
+  return AsBound(now) >= pg_atomic_read_u64(&header->next_idle_at) || pg_atomic_read_u32(&header->sweeps) > 0;
+}
+
 // Deletes every entry idle at `now` (of `database`; InvalidOid: of every
 // database, an idle entry being the same as none), a partition at a time;
 // how many.
+//
+// A sweep of every database also moves next_idle_at to the earliest idle_at
+// it leaves: raised to "never" as it starts (a concurrent write lowers it
+// again; a concurrent full table sweeps too, while sweeps > 0), then
+// lowered to what it saw. An error midway leaves it at "never" with
+// sweeps > 0 for good, which only means every full table sweeps.
 int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
+  bool all = database == InvalidOid;
+  uint64 earliest = PG_UINT64_MAX;
+  if (all) {
+    pg_atomic_fetch_add_u32(&header->sweeps, 1);
+    pg_atomic_write_u64(&header->next_idle_at, PG_UINT64_MAX);
+  }
   int64 deleted = 0;
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, true);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (!IdleAt(*entry, now) || (database != InvalidOid && entry->key.database != database)) continue;
-    ReleaseSlot(entry->inline_share);
-    dshash_delete_current(&scan);
-    ++deleted;
+    if (IdleAt(*entry, now) && (all || entry->key.database == database)) {
+      ReleaseSlot(entry->inline_share);
+      dshash_delete_current(&scan);
+      ++deleted;
+    } else {
+      earliest = std::min(earliest, AsBound(entry->row.idle_at));
+    }
   }
   dshash_seq_term(&scan);
+  if (all) {
+    LowerNextIdle(static_cast<Micros>(std::min<uint64>(earliest, PG_INT64_MAX)));
+    pg_atomic_fetch_sub_u32(&header->sweeps, 1);
+  }
   return deleted;
+}
+
+// Inserts the entry of `key` for a slot already reserved, its partition
+// lock held exclusively on return; nullptr (the slot given back) when it
+// exists already. An error (no memory left in the area) gives the slot back
+// too: a slot is never counted without its entry.
+MemoryEntry* InsertEntry(dshash_table* table, const MemoryKey& key, bool inline_share) {
+  bool found = false;
+  MemoryEntry* entry = nullptr;
+  PG_TRY();
+  { entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found)); }
+  PG_CATCH();
+  {
+    ReleaseSlot(inline_share);
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+  if (found) {
+    ReleaseSlot(inline_share);
+    dshash_release_lock(table, entry);
+    return nullptr;
+  }
+  entry->inline_share = inline_share;
+  return entry;
 }
 
 StoredState Read(const LimitId& id, ReadMode) {
@@ -197,7 +272,7 @@ ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void*
     CHECK_FOR_INTERRUPTS();
     if (auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true))) {
       RowWrite write;
-      if (step(StoredStateOfWrite(entry->row), context, &write)) entry->row = write;
+      if (step(StoredStateOfWrite(entry->row), context, &write)) Store(entry, write);
       dshash_release_lock(table, entry);
       return ModifyResult::kDone;
     }
@@ -205,21 +280,17 @@ ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void*
     RowWrite write;
     if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
     if (!ReserveSlot(inline_share)) {
-      if (swept) return ModifyResult::kNoRoom;
-      SweepIdle(table, ClockNow(), InvalidOid);
+      // Full: sweep the idle entries out, unless none can be idle yet.
+      Micros now = ClockNow();
+      if (swept || !SweepMayFree(now)) return ModifyResult::kNoRoom;
+      SweepIdle(table, now, InvalidOid);
       swept = true;
       continue;
     }
-    bool found = false;
-    auto* entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found));
-    if (found) {  // made meanwhile by another session: decide on it
-      ReleaseSlot(inline_share);
-      dshash_release_lock(table, entry);
-      continue;
-    }
-    entry->inline_share = inline_share;
+    MemoryEntry* entry = InsertEntry(table, key, inline_share);
+    if (entry == nullptr) continue;  // made meanwhile by another session: decide on it
     if (step(NoStoredRow(), context, &write)) {
-      entry->row = write;
+      Store(entry, write);
       dshash_release_lock(table, entry);
     } else {
       dshash_delete_entry(table, entry);
@@ -305,8 +376,8 @@ void ScanStatus(StatusRowSink sink, void* context) {
 }
 
 constexpr Storage kMemoryStorage = {
-    "memory", false, Read,    nullptr,     nullptr,    nullptr, nullptr, nullptr,
-    DeleteLimit, DeleteIdle, ScanStatus, nullptr, Modify,
+    "memory", false,       Read,       nullptr,    nullptr, nullptr, nullptr,
+    nullptr,  DeleteLimit, DeleteIdle, ScanStatus, nullptr, Modify,
 };
 
 }  // namespace
@@ -335,20 +406,41 @@ const Storage& MemoryStorage() { return kMemoryStorage; }
 
 size_t MemoryEntryBytes() { return sizeof(MemoryEntry) + 16; }
 
-uint32 MemoryEntryLayout() { return kLayout ^ static_cast<uint32>(sizeof(MemoryEntry)); }
+// The file's layout: a version bumped with any change of MemoryEntry's
+// fields, and the sizes of its parts.
+uint32 MemoryEntryLayout() {
+  return kLayout ^
+         static_cast<uint32>(sizeof(MemoryEntry) << 20 ^ sizeof(RowWrite) << 10 ^ sizeof(MemoryKey));
+}
 
 int64 WriteMemoryEntries(FILE* file, Micros now) {
   dshash_table* table = TableOrNull();
   if (table == nullptr) return 0;
-  MemoryEntry* entries = nullptr;
-  int count = CopyEntries(table, InvalidOid, &entries);
+  // Written straight from the table, a partition at a time under its shared
+  // lock (at shutdown: nobody waits long), each entry field by field into a
+  // zeroed record (no padding byte of the file is left unset).
   int64 written = 0;
-  for (int i = 0; i < count; ++i) {
-    if (IdleAt(entries[i], now)) continue;
-    if (fwrite(&entries[i], sizeof(MemoryEntry), 1, file) != 1) break;
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, false);
+  while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
+    if (IdleAt(*entry, now)) continue;
+    MemoryEntry record;
+    std::memset(static_cast<void*>(&record), 0, sizeof record);
+    std::memcpy(&record.key, &entry->key, sizeof(MemoryKey));  // zeroed after the identity (KeyOf)
+    record.row.next.exists = entry->row.next.exists;
+    record.row.next.value = entry->row.next.value;
+    record.row.next.ts = entry->row.next.ts;
+    record.row.next.prev = entry->row.next.prev;
+    record.row.keep_prev = entry->row.keep_prev;
+    record.row.idle_at = entry->row.idle_at;
+    record.inline_share = entry->inline_share;
+    if (fwrite(&record, sizeof(MemoryEntry), 1, file) != 1) {
+      written = -1;
+      break;
+    }
     ++written;
   }
-  pfree(entries);
+  dshash_seq_term(&scan);
   return written;
 }
 
@@ -360,16 +452,11 @@ bool ReadMemoryEntry(FILE* file, bool* stored) {
   if (key.name_len < 1 || key.key_len < -1 || UsedBytes(key) > kIdentityBytes) return false;
   dshash_table* table = TableOrNull();
   if (table == nullptr || !ReserveSlot(record.inline_share)) return true;
-  bool found = false;
-  auto* entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &record.key, &found));
-  if (found) {
-    ReleaseSlot(record.inline_share);
-  } else {
-    entry->row = record.row;
-    entry->inline_share = record.inline_share;
-    *stored = true;
-  }
+  MemoryEntry* entry = InsertEntry(table, key, record.inline_share);
+  if (entry == nullptr) return true;  // a session made it since the start: its state stands
+  Store(entry, record.row);
   dshash_release_lock(table, entry);
+  *stored = true;
   return true;
 }
 

@@ -68,25 +68,31 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   return true;
 }
 
+// The records of subtransaction subid are the list's last ones: each was
+// added while it was the innermost, or re-parented to it when a child it
+// started committed. The index of its first.
+int FirstOf(SubTransactionId subid) {
+  int first = count;
+  while (first > 0 && grants[first - 1].subid == subid) --first;
+  return first;
+}
+
 // Gives back the active grants of subtransaction subid (every one if
 // InvalidSubTransactionId), newest first, and drops them. Runs in an abort:
 // takes only the storage's short locks, allocates nothing, raises nothing.
 void GiveBack(SubTransactionId subid) {
-  if (count == 0) return;
+  int first = subid == InvalidSubTransactionId ? 0 : FirstOf(subid);
+  if (first == count) return;
   Micros now = ClockNow();
-  int kept = 0;
-  for (int i = count - 1; i >= 0; --i) {
+  for (int i = count - 1; i >= first; --i) {
     PendingGrant& grant = grants[i];
-    if (subid != InvalidSubTransactionId && grant.subid != subid) continue;
     if (grant.active) {
       RefundContext context{&grant, now};
       grant.storage->modify(grant.call.id, false, RefundStep, &context);
     }
     grant.active = false;
+    count = i;  // (an error midway leaves the rest to the transaction's abort)
   }
-  for (int i = 0; i < count; ++i)
-    if (grants[i].active) grants[kept++] = grants[i];
-  count = kept;
 }
 
 bool AnyActive() {
@@ -126,13 +132,11 @@ void OnSubXact(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     GiveBack(subid);
   } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
-    int kept = 0;
-    for (int i = 0; i < count; ++i) {
+    int kept = FirstOf(subid);
+    for (int i = kept; i < count; ++i) {
       PendingGrant& grant = grants[i];
-      if (grant.subid == subid) {
-        if (grant.keep) continue;  // kept from now on: the all-or-nothing step it was taken in succeeded
-        grant.subid = parent;
-      }
+      if (grant.keep) continue;  // kept from now on: the all-or-nothing step it was taken in succeeded
+      grant.subid = parent;
       grants[kept++] = grant;
     }
     count = kept;

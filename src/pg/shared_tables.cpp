@@ -5,12 +5,14 @@
 #include "shared_tables.h"
 
 extern "C" {
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/dsa.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 }
 
 #include "compat.h"
@@ -31,6 +33,7 @@ struct TableControl {
 };
 
 struct SharedControl {
+  bool initialized;  // set last (a registry block whose making failed is never used)
   int area_tranche_id;
   dsa_handle area_handle;  // the registry's DSA (no preload)
   Size area_offset;        // the in-place DSA (preload): from the block's start
@@ -107,12 +110,16 @@ void InitControl(SharedControl* c) {
   }
 }
 
+void* HeaderOf(SharedControl* c, int table) {
+  return reinterpret_cast<char*>(c) + c->tables[table].header_offset;
+}
+
 // Makes the tables in `a` and keeps their handles.
 void CreateTables(SharedControl* c, dsa_area* a, bool keep) {
   for (int i = 0; i < kSharedTables; ++i) {
     if (!spec_given[i]) continue;
     dshash_parameters params = ParamsOf(i, c->tables[i].tranche_id);
-    dshash_table* table = dshash_create(a, &params, nullptr);
+    dshash_table* table = dshash_create(a, &params, HeaderOf(c, i));
     c->tables[i].handle = dshash_get_hash_table_handle(table);
     if (keep) {
       tables[i] = table;
@@ -134,7 +141,8 @@ void StartupShmem() {
   LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
   bool found = false;
   Size area_size = AreaSize();
-  auto* c = static_cast<SharedControl*>(ShmemInitStruct(kBlockName, add_size(ControlSize(), area_size), &found));
+  auto* c =
+      static_cast<SharedControl*>(ShmemInitStruct(kBlockName, add_size(ControlSize(), area_size), &found));
   if (!found) {
     InitControl(c);
     c->area_offset = ControlSize();
@@ -145,6 +153,7 @@ void StartupShmem() {
     dsa_set_size_limit(a, area_size);
     CreateTables(c, a, false);
     dsa_detach(a);
+    c->initialized = true;
   }
   LWLockRelease(AddinShmemInitLock);
   control = c;
@@ -161,6 +170,7 @@ void InitRegistryBlock(void* memory) {
   CreateTables(c, area, true);
   c->area_handle = dsa_get_handle(area);
   MemoryContextSwitchTo(old);
+  c->initialized = true;
 }
 
 // Attaches this backend (once; an error leaves it to the next call): the
@@ -180,6 +190,10 @@ void Attach() {
       return;
     }
   }
+  if (!control->initialized)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("ratelimit's shared memory was not made: an earlier attempt failed"),
+                    errhint("Restart the server, or add ratelimit to shared_preload_libraries.")));
   NameTranches();
   MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
   if (preloaded) {
@@ -191,7 +205,7 @@ void Attach() {
   for (int i = 0; i < kSharedTables; ++i) {
     if (!spec_given[i]) continue;
     dshash_parameters params = ParamsOf(i, control->tables[i].tranche_id);
-    tables[i] = dshash_attach(area, &params, control->tables[i].handle, nullptr);
+    tables[i] = dshash_attach(area, &params, control->tables[i].handle, HeaderOf(control, i));
   }
   MemoryContextSwitchTo(old);
   attached = true;
@@ -214,6 +228,18 @@ void RequestSharedTables() {
 }
 
 bool SharedTablesPreloaded() { return preloaded; }
+
+uint64 NewTableSeed() {
+  uint64 seed = 0;
+  if (!pg_strong_random(&seed, sizeof seed))
+    seed = static_cast<uint64>(GetCurrentTimestamp()) ^ (static_cast<uint64>(MyProcPid) << 32);
+  return seed;
+}
+
+uint32 SeededHash(const void* bytes, int len, uint64 seed) {
+  uint64 h = hash_bytes_extended(static_cast<const unsigned char*>(bytes), len, seed);
+  return static_cast<uint32>(h ^ (h >> 32));
+}
 
 dshash_table* AttachSharedTable(SharedTable table, void** header) {
   if (!attached) Attach();

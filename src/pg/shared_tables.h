@@ -32,14 +32,20 @@ struct SharedTableSpec {
   const char* tranche_name;  // its partition locks' name in pg_stat_activity
   size_t key_size;           // the key is the entry's first key_size bytes
   size_t entry_size;
+  // Both get the table's header as their arg (for a seed kept there).
   dshash_compare_function compare;
   dshash_hash_function hash;
-  size_t header_size;                // the table's header, in the control block
+  size_t header_size;                 // the table's header, in the control block
   void (*init_header)(void* header);  // once, when the memory is made
-  int (*max_entries)();              // the most entries (sizes the preloaded block)
+  int (*max_entries)();               // the most entries (sizes the preloaded block)
 };
 
 void DefineSharedTable(SharedTable table, const SharedTableSpec& spec);
+// A random seed for a table's hash (in its init_header): callers choose
+// the keys, and must not be able to put them all in one partition.
+uint64 NewTableSeed();
+// A key's hash under a seed (what the tables' hash functions return).
+uint32 SeededHash(const void* bytes, int len, uint64 seed);
 // Asks for the main shared memory; with shared_preload_libraries only.
 void RequestSharedTables();
 // Whether the memory is the main shared memory (the library was preloaded).

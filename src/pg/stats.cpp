@@ -65,6 +65,7 @@ struct StatsEntry {
 };
 
 struct StatsHeader {
+  uint64 seed;                      // of the names' hash
   pg_atomic_uint32 used;            // entries in the table
   pg_atomic_uint32 undefined_used;  // of them, taken by names without a definition
   slock_t mutex;                    // the fields below
@@ -79,9 +80,10 @@ bool track_stats = true;  // ratelimit.track_stats
 int MaxNames() { return stats_max_names; }
 uint32 UndefinedMaxNames() { return static_cast<uint32>(std::max(1, stats_max_names / 2)); }
 
-dshash_hash HashKey(const void* v, size_t, void*) {
+// The hash of the name under the table's seed (arg: the header).
+dshash_hash HashKey(const void* v, size_t, void* arg) {
   const auto* key = static_cast<const StatsKey*>(v);
-  return hash_bytes(reinterpret_cast<const unsigned char*>(key->name), key->name_len);
+  return SeededHash(key->name, key->name_len, static_cast<const StatsHeader*>(arg)->seed);
 }
 
 int CompareKeys(const void* a, const void* b, size_t, void*) {
@@ -92,6 +94,7 @@ int CompareKeys(const void* a, const void* b, size_t, void*) {
 
 void InitHeader(void* memory) {
   auto* header = static_cast<StatsHeader*>(memory);
+  header->seed = NewTableSeed();
   pg_atomic_init_u32(&header->used, 0);
   pg_atomic_init_u32(&header->undefined_used, 0);
   SpinLockInit(&header->mutex);
@@ -174,7 +177,15 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
   }
   if (ReserveSlot(header, defined)) {
     bool found = false;
-    auto* entry = static_cast<StatsEntry*>(dshash_find_or_insert(table, &key, &found));
+    StatsEntry* entry = nullptr;
+    PG_TRY();
+    { entry = static_cast<StatsEntry*>(dshash_find_or_insert(table, &key, &found)); }
+    PG_CATCH();
+    {
+      ReleaseSlot(header, defined);  // never a slot counted without its entry
+      PG_RE_THROW();
+    }
+    PG_END_TRY();
     if (found) {
       ReleaseSlot(header, defined);  // added meanwhile by another session
     } else {

@@ -37,7 +37,7 @@ void PutStatusRow(const StatusRow& row, void* context) {
   // 0.5.0's view has 8 columns, 0.6.0's a 9th: storage.
   Datum values[9];
   bool nulls[9] = {false, row.id.key_text == nullptr, false, true, true, false,
-                   false, !row.stored.has_idle_at, false};
+                   false, !row.stored.has_idle_at,    false};
   values[0] = PointerGetDatum(row.id.name_text);
   values[1] = PointerGetDatum(row.id.key_text);
   values[2] = Int16GetDatum(static_cast<int16>(row.id.shard));

@@ -54,8 +54,8 @@ enum class ReadMode { kUnlocked, kUnlockedForWrite, kLock, kLockSkipLocked };
 struct StatusRow {
   LimitId id;
   StoredState stored;
-  Jsonb* config;  // the key's override, else the definition's config; nullptr: neither (or parsed:)
-  bool has_owner_config;     // the same config already parsed, as a storage may give it instead
+  Jsonb* config;          // the key's override, else the definition's config; nullptr: neither (or parsed:)
+  bool has_owner_config;  // the same config already parsed, as a storage may give it instead
   LimitConfig owner_config;  // (not yet bounded: ratelimit::OwnerBounded applies)
 };
 using StatusRowSink = void (*)(const StatusRow& row, void* context);

@@ -407,13 +407,16 @@ TEST_F(ApiTest, MemoryStorage) {
   const std::string config = ratelimit::Config::token_bucket(3, hours(1)).memory().json();
   EXPECT_EQ(config, R"({"kind": "token bucket", "rate": 3, "period": 3600000, "storage": "memory"})");
   const std::string keep = ratelimit::Config::fixed_window(3, hours(1)).memory().keep_on_rollback().json();
-  EXPECT_EQ(keep,
-            R"({"kind": "fixed window", "rate": 3, "period": 3600000, "storage": "memory", "on_rollback": "keep"})");
+  EXPECT_EQ(
+      keep,
+      R"({"kind": "fixed window", "rate": 3, "period": 3600000, "storage": "memory", "on_rollback": "keep"})");
   bool available = false;
   {
     pqxx::work probe(Conn());
-    available = probe.exec1("SELECT current_setting('shared_preload_libraries') LIKE '%ratelimit%'"
-                            " OR current_setting('server_version_num')::int >= 170000")[0]
+    available = probe
+                    .exec1(
+                        "SELECT current_setting('shared_preload_libraries') LIKE '%ratelimit%'"
+                        " OR current_setting('server_version_num')::int >= 170000")[0]
                     .as<bool>();
   }
   if (!available) {
