@@ -43,7 +43,7 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
 
 [[noreturn]] void RaiseNoRoom(const LimitCall& call) {
   CountMemoryFull(call);
-  ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+  ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                   errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
                          std::min(call.id.name_len, 64), call.id.name),
                   errdetail(call.owner_config
