@@ -33,6 +33,25 @@ COMMIT;
 SELECT value FROM ratelimit_value('mro', 'tb', :tb);
 SELECT value FROM ratelimit_value('mro', 'table', :tbt);
 
+-- ratelimit_reset of a memory limit that has no entry (never used, or full
+-- again): false, as in a writable transaction, when the owner's config
+-- (definition or override) says memory; a name only called with inline
+-- configs cannot be told from a table limit: 25006.
+SELECT ratelimit_define('mro-def', :tb);
+SELECT ratelimit_define('mro-def-t', :tbt);
+SELECT ratelimit_override('mro-def-t', 'mem', :fw);
+BEGIN READ ONLY;
+SELECT ratelimit_reset('mro-def', 'never-used');
+SELECT ok FROM ratelimit_limit('mro-def', 'used');
+SELECT ratelimit_reset('mro-def', 'used');
+SELECT ratelimit_reset('mro-def', 'used');
+SELECT ratelimit_reset('mro-def-t', 'mem');
+SELECT pg_temp.try($$ SELECT ratelimit_reset('mro-def-t', 'table-key') $$);
+COMMIT;
+SELECT ratelimit_unoverride('mro-def-t', 'mem');
+SELECT ratelimit_undefine('mro-def-t');
+SELECT ratelimit_undefine('mro-def');
+
 -- A read-only transaction that rolls back gives its grants back.
 BEGIN READ ONLY;
 SELECT ok, remaining FROM ratelimit_limit('mro', 'ro-rb', :tb, 2);
