@@ -259,7 +259,8 @@ int CopyEntries(dshash_table* table, MemoryEntry** out) {
       capacity *= 2;
       entries = static_cast<MemoryEntry*>(repalloc_huge(entries, sizeof(MemoryEntry) * capacity));
     }
-    entries[count++] = *entry;
+    // Byte for byte, padding too: the keeper writes these to its file.
+    std::memcpy(&entries[count++], entry, sizeof(MemoryEntry));
   }
   dshash_seq_term(&scan);
   *out = entries;
