@@ -22,6 +22,14 @@ SELECT value FROM ratelimit_value('mt', 'tb', :tb);
 SELECT value FROM ratelimit_value('mt', 'fw', :fw);
 SELECT value FROM ratelimit_value('mt', 'sw', :sw);
 
+-- A memory grant assigns no transaction id (writes no WAL); a table grant does.
+BEGIN;
+SELECT ok FROM ratelimit_limit('mt', 'xid', :tb, 1);
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+SELECT ok FROM ratelimit_limit('mt', 'xid-t', '{"kind": "token bucket", "rate": 5, "period": 60000}', 1);
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+ROLLBACK;
+
 -- Committed: they stay consumed.
 BEGIN;
 SELECT ok, remaining FROM ratelimit_limit('mt', 'tb', :tb, 3);
