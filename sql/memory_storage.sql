@@ -28,7 +28,7 @@ END $$;
 BEGIN;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('ms', 'rb', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}', 2) $$);
 ROLLBACK;
-SELECT pg_temp.try($$ SELECT CASE WHEN ok THEN 1 ELSE 1 / 0 END FROM ratelimit_limit('ms', 'rb', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}', 2) $$);
+SELECT pg_temp.try($$ SELECT 1 / ok::int FROM ratelimit_limit('ms', 'rb', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}', 2) $$);
 SELECT key, stored_value, storage FROM ratelimit_status WHERE name = 'ms' ORDER BY key;
 SELECT ratelimit_reset('ms', 'k');
 SELECT ratelimit_reset('ms', 'k');
