@@ -1,5 +1,6 @@
 -- The differential test: the same random sequence of calls (every kind,
--- counts, reservations, refunds, resets, checks, values, ratelimit_limit_all,
+-- counts, reservations, refunds, resets, checks, values, ratelimit_limit_all
+-- (one element, or two on the same limit),
 -- rolled-back savepoints, time moving on) run against a table limit and a
 -- memory limit whose configs differ only in "storage" must give the same
 -- answers, call by call; every difference is listed, and none is expected.
@@ -102,7 +103,10 @@ BEGIN
         WHEN 'check' THEN format('SELECT row(r.*)::text FROM ratelimit_check(%L, %L, %L, %s, reserve => %L) r', 'mdiff', k, '%s', pg_temp.quarter(3), random() < 0.3)
         WHEN 'value' THEN format('SELECT row(v.*)::text FROM ratelimit_value(%L, %L, %L) v', 'mdiff', k, '%s')
         WHEN 'refund' THEN format('SELECT row(r.*)::text FROM ratelimit_refund(%L, %L, %s, %L) r', 'mdiff', k, pg_temp.quarter(3), '%s')
-        WHEN 'limit_all' THEN format('SELECT string_agg(row(a.*)::text, %L) FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object(%L, %L, %L, %L, %L, %s, %L, %L::jsonb))) a', ' ', 'name', 'mdiff', 'key', k, 'count', pg_temp.quarter(2), 'config', '%s')
+        -- One element, or two on the same limit (decided one after the other).
+        WHEN 'limit_all' THEN format('SELECT string_agg(row(a.*)::text, %L) FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object(%L, %L, %L, %L, %L, %s, %L, %L::jsonb)) || CASE WHEN %L THEN jsonb_build_array(jsonb_build_object(%L, %L, %L, %L, %L, %s, %L, %L::jsonb)) ELSE %L END) a',
+                                     ' ', 'name', 'mdiff', 'key', k, 'count', pg_temp.quarter(2), 'config', '%1$s',
+                                     random() < 0.5, 'name', 'mdiff', 'key', k, 'count', pg_temp.quarter(2), 'config', '%1$s', '[]')
       END;
       t_answer := pg_temp.answer(format(q, tcfg));
       m_answer := pg_temp.answer(format(q, mcfg));
