@@ -40,10 +40,10 @@ FROM generate_series(11, 20) i;
 SELECT count(*) AS memory_entries FROM ratelimit_status WHERE storage = 'memory';
 -- Full of live entries: a new defined key is 53200 too (its detail differs).
 SELECT pg_temp.try($$ SELECT ratelimit_limit('mfull-def', 'd21') $$);
-\set VERBOSITY verbose
 SELECT ratelimit_limit('mfull-def', 'd21');
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT ratelimit_limit('mfull-inline', 'k21', :inline);
-\set VERBOSITY default
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 -- An override moving a key to memory finds no room either.
 SELECT ratelimit_override('mfull-other', 'o1', '{"kind": "token bucket", "rate": 1, "period": "1 hour", "storage": "memory"}');
 SELECT pg_temp.try($$ SELECT ratelimit_limit('mfull-other', 'o1') $$);

@@ -240,6 +240,7 @@ SELECT value FROM ratelimit_value('mt', 'keep-prep', :keep);
 BEGIN;
 SELECT ok, remaining FROM ratelimit_limit('mt', 'prep', :tb, 3);
 PREPARE TRANSACTION 'mt_prep';
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT value FROM ratelimit_value('mt', 'prep', :tb);
 SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'mt_prep';
 -- Also when the grant was taken under a released savepoint.
@@ -248,6 +249,7 @@ SAVEPOINT p;
 SELECT ok FROM ratelimit_limit('mt', 'prep', :tb, 3);
 RELEASE SAVEPOINT p;
 PREPARE TRANSACTION 'mt_prep';
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT value FROM ratelimit_value('mt', 'prep', :tb);
 -- A grant given back by a savepoint's rollback leaves nothing pending.
 BEGIN;
