@@ -17,8 +17,9 @@ files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(test/memcheck/every_function.sql)
 src=$(server_source_dir)
 trap stop_valgrind_cluster EXIT
-# Preloaded, so that ratelimit_stats' shared memory is written and read too.
-start_valgrind_cluster -c shared_preload_libraries=ratelimit
+# Preloaded, so that ratelimit_stats' shared memory and memory limits are
+# written and read too (a small memory, to fill it; PREPARE TRANSACTION on).
+start_valgrind_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=8 -c max_prepared_transactions=2
 rc=0
 for file in "${files[@]}"; do
   echo "-- memcheck: $file"

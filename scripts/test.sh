@@ -6,6 +6,7 @@
 #   build of the extension with -Werror                         x   x   x
 #   pg_regress and the isolation specs (make installcheck)      x   x   x
 #   ratelimit_stats preloaded (scripts/stats-test.sh)           x   x   x
+#   memory limits, preloaded and not (scripts/memory-test.sh)   x   x   x
 #   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
 #   libpqxx contention and C++ client API tests                 x   x   x
 #   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
@@ -80,6 +81,9 @@ record $rc "make installcheck"
 echo "== ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
 stage "stats with shared memory" scripts/stats-test.sh
 
+echo "== memory limits with shared_preload_libraries, their own clusters: regression, isolation, contention, restarts, a hot standby (scripts/memory-test.sh)"
+stage "memory limits" scripts/memory-test.sh
+
 echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
 stage "memcheck" scripts/memcheck.sh
 
@@ -136,7 +140,7 @@ stop_cluster
 
 # The stages run against another major ($1), in its cached chroot: build
 # there with its PGXS (-Werror), its make installcheck, the preloaded stats,
-# memcheck and pgbouncer stages with that major's server, valgrind and
+# memory, memcheck and pgbouncer stages with that major's server, valgrind and
 # pgbouncer, and the host-built libpqxx programs against its server. Unit and
 # sanitizer runs are the host's.
 test_major() {
@@ -159,6 +163,8 @@ test_major() {
   record $rc "PG $major: make installcheck"
   echo "== PG $major: ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
   stage "PG $major: stats with shared memory" scripts/stats-test.sh
+  echo "== PG $major: memory limits, preloaded and through the DSM registry, their own clusters (scripts/memory-test.sh)"
+  stage "PG $major: memory limits" scripts/memory-test.sh
   echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
   stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"

@@ -8,10 +8,12 @@
 #include "config_cache.h"
 #include "consume.h"
 #include "consume_all.h"
+#include "definitions.h"
 #include "errors.h"
 #include "fn_args.h"
 #include "http_headers.h"
 #include "limits_json.h"
+#include "overrides.h"
 #include "policy.h"
 #include "stats.h"
 #include "storage_registry.h"
@@ -85,9 +87,17 @@ Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
 
 Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
 
+// Whether the owner's config of the limit (the key's override, else the
+// definition) keeps it in memory.
+bool OwnerKeepsInMemory(const LimitId& id) {
+  LimitConfig config;
+  return (LookupOverride(id, &config) || LookupDefinedConfig(id.name_text, &config)) && config.memory;
+}
+
 // Deletes the limit from every storage. In a read-only transaction only
 // storages without row locks can be written: a limit found in one is reset
-// there; any other reset raises 25006.
+// there, as is (nothing to delete) one whose owner's config says memory;
+// any other reset raises 25006.
 Datum Reset(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   Oid previous_sql_role = ConnectStorage(fcinfo);
@@ -97,7 +107,7 @@ Datum Reset(FunctionCallInfo fcinfo) {
   if (XactReadOnly) {
     for (int i = 0; i < n; ++i)
       if (!storages[i]->row_locks) existed = storages[i]->delete_limit(id) || existed;
-    if (!existed) RequireWritable("ratelimit_reset()");
+    if (!existed && !OwnerKeepsInMemory(id)) RequireWritable("ratelimit_reset()");
     DisconnectStorage(previous_sql_role);
     PG_RETURN_BOOL(existed);
   }

@@ -143,3 +143,66 @@ SELECT ok FROM ratelimit_limit('mc_kind', 'k', :tb);
 SELECT count(*) > 0 AS counted FROM ratelimit_stats;
 SELECT ratelimit_stats_reset();
 SELECT ratelimit_undefine('mc_def');
+
+-- 0.6.0: memory limits (scripts/memcheck.sh preloads the library with
+-- ratelimit.memory_max_keys = 8 and max_prepared_transactions = 2): every
+-- kind and function, rollbacks and savepoints giving grants back, PREPARE
+-- refused, on_rollback keep, read-only, a full memory and its sweep, a long
+-- identity, status, cleanup; the keeper worker writes them at shutdown.
+\set mtb '''{"kind": "token bucket", "rate": 10, "period": "1 minute", "maxReserved": 5, "storage": "memory"}'''
+\set mfw '''{"kind": "fixed window", "rate": 5, "period": "1 minute", "storage": "memory", "jitter": true}'''
+\set msw '''{"kind": "sliding window", "rate": 4, "period": "1 minute", "shards": 4, "storage": "memory"}'''
+\set mkeep '''{"kind": "token bucket", "rate": 3, "period": "1 minute", "storage": "memory", "on_rollback": "keep"}'''
+SET ratelimit.now = '2026-01-03 00:00:00+00';
+SELECT ok, remaining FROM ratelimit_limit('mc_mem', 'tb', :mtb, 3);
+SELECT ok, remaining FROM ratelimit_limit('mc_mem', 'tb', :mtb, 10, reserve => true);
+SELECT ok, retry_after FROM ratelimit_limit('mc_mem', 'fw', :mfw, 5);
+SELECT ok, retry_after FROM ratelimit_limit('mc_mem', 'fw', :mfw, 1);
+SELECT ok, remaining FROM ratelimit_limit('mc_mem', NULL, :msw, 2);
+SELECT ok, remaining FROM ratelimit_check('mc_mem', 'tb', :mtb, 1);
+SELECT value FROM ratelimit_value('mc_mem', 'tb', :mtb);
+SELECT ok, remaining FROM ratelimit_refund('mc_mem', 'tb', 2, :mtb);
+SELECT ratelimit_headers('mc_mem', r, :mtb) FROM ratelimit_limit('mc_mem', 'tb', :mtb) r;
+SELECT pg_temp.try($$SELECT ratelimit_limit('mc_mem', 'fw', '{"kind": "fixed window", "rate": 5, "period": "1 minute", "storage": "memory"}', 10, throws => true)$$);
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_mem', 'key', 'tb', 'config', :mtb::jsonb),
+  jsonb_build_object('name', 'mc_mem', 'key', 'keep', 'config', :mkeep::jsonb),
+  jsonb_build_object('name', 'mc_tb', 'key', 'k', 'config', :tb::jsonb)));
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_limit_all(jsonb_build_array(
+  jsonb_build_object('name', 'mc_mem', 'key', 'keep', 'config', :mkeep::jsonb),
+  jsonb_build_object('name', 'mc_mem', 'key', 'tb', 'config', :mtb::jsonb, 'count', 14, 'reserve', true)));
+-- (room in the inline half for what follows)
+SELECT ratelimit_reset('mc_mem', 'fw'), ratelimit_reset('mc_mem', NULL);
+BEGIN;
+SELECT ok FROM ratelimit_limit('mc_mem', 'rb', :mtb, 2);
+SAVEPOINT s;
+SELECT ok FROM ratelimit_limit('mc_mem', 'rb', :msw, 1);
+SELECT ok FROM ratelimit_limit('mc_mem', 'rb2', :msw, 1);
+ROLLBACK TO SAVEPOINT s;
+SELECT ok FROM ratelimit_limit('mc_mem', 'keep', :mkeep, 1);
+ROLLBACK;
+BEGIN;
+SELECT ok FROM ratelimit_limit('mc_mem', 'prep', :mtb, 1);
+\set ON_ERROR_STOP 0
+PREPARE TRANSACTION 'mc_prep';
+\set ON_ERROR_STOP 1
+BEGIN READ ONLY;
+SELECT ok FROM ratelimit_limit('mc_mem', 'ro', :mtb, 1);
+SELECT ratelimit_reset('mc_mem', 'ro');
+SELECT ratelimit_cleanup() >= 0;
+COMMIT;
+-- Full: 8 entries, 4 for inline configs; then 53200, then a sweep of idle ones.
+SELECT pg_temp.try(format('SELECT ratelimit_limit(%L, %L, %L)', 'mc_full', 'k' || g, :mtb)) FROM generate_series(1, 6) g;
+SELECT ratelimit_define('mc_mem_def', :mfw);
+SELECT pg_temp.try(format('SELECT ratelimit_limit(%L, %L)', 'mc_mem_def', 'k' || g)) FROM generate_series(1, 6) g;
+SET ratelimit.now = '2026-01-03 01:00:00+00';
+SELECT ok FROM ratelimit_limit('mc_mem_def', 'after-sweep');
+SELECT pg_temp.try(format('SELECT ratelimit_limit(%L, %L, %L)', repeat('n', 200), repeat('k', 41), :mtb));
+SELECT name, key, kind, value, storage FROM ratelimit_status WHERE storage = 'memory' ORDER BY name, key;
+SELECT name, memory_full FROM ratelimit_stats WHERE memory_full > 0;
+SELECT ratelimit_undefine('mc_mem_def');
+SELECT ratelimit_reset('mc_mem', 'tb');
+SELECT ratelimit_cleanup() >= 0 AS cleaned;
+-- Live at the shutdown's real clock: written by the keeper worker.
+RESET ratelimit.now;
+SELECT ok FROM ratelimit_limit('mc_mem', 'at-shutdown', '{"kind": "token bucket", "rate": 1, "period": "1 day", "storage": "memory"}');

@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# Tests limits with "storage": "memory" on clusters of their own:
+#
+# 1. A cluster started with shared_preload_libraries = 'ratelimit',
+#    ratelimit.memory_max_keys = 40 and max_prepared_transactions = 2:
+#    pg_regress (test/memory/sql: every function and kind, transactions and
+#    savepoints, read-only and PostgREST GETs, a full memory, the
+#    differential test against table limits), the isolation specs
+#    (test/memory/specs: a grant seen at once, rollbacks and savepoints
+#    giving back, on_rollback keep, a terminated backend giving back), the
+#    libpqxx contention tests' memory cases (build/client_tests), a backend
+#    ended by idle_in_transaction_session_timeout, then restarts: a clean
+#    one (pg_ctl restart -m fast) keeps the memory limits, an immediate
+#    stop and a backend killed with SIGKILL lose them; then a hot standby
+#    made with pg_basebackup -R: memory limits of its own, table limits
+#    25006.
+# 2. From PostgreSQL 17, a cluster without the preload (the DSM registry):
+#    the contention tests' memory cases again. (The main cluster of
+#    scripts/test.sh runs sql/memory_storage.sql without the preload: 55000
+#    on 15, the DSM registry from 17.)
+#
+# Needs the extension installed and build/client_tests (CMake); a missing
+# program fails the test. With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set
+# (scripts/pgmajors.sh's enter_major exports them), the clusters, psql,
+# pg_regress and the isolation tester are another major's, in its root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+PG_REGRESS=$(server_pgxs_program pg_regress)
+PG_ISOLATION_REGRESS=$(server_pgxs_program pg_isolation_regress)
+SRC=$(server_source_dir)
+MAJOR=$(in_server_root "$PG_BINDIR/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+failed=0
+fail() { echo "FAIL: $*" >&2; failed=1; }
+require_program build/client_tests "the libpqxx contention tests: cmake --build build" || failed=1
+
+# pg_regress (or the isolation tester, $1) of test/memory, from the top of
+# the source tree (the files' \i paths start there), writing to $2 (a host
+# path), the rest of the arguments its own; prints the diffs on failure.
+memory_regress() {
+  local program=$1 out=$2
+  shift 2
+  mkdir -p "$out"
+  chown_to_cluster_user "$out"
+  run_pg_client /usr/bin/env -C "$SRC" "$program" --bindir="$PG_BINDIR" --host="$(server_path "$PGHOST")" \
+    --port="$PGPORT" --inputdir="$SRC/test/memory" --outputdir="$(server_path "$out")" \
+    --load-extension=ratelimit "$@" || {
+    cat "$out/regression.diffs" 2>/dev/null || true
+    return 1
+  }
+}
+
+# psql against the current cluster: one value (-At), stopping on any error.
+psql_value() {
+  run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 "$@"
+}
+
+# A memory limit's value, as psql prints it ($1: name and key as SQL, e.g.
+# "'r', 'k'"; $2: the config).
+memory_value() {
+  psql_value -c "SELECT value FROM ratelimit_value($1, '$2')"
+}
+
+# A backend ended by idle_in_transaction_session_timeout while its
+# transaction holds a grant gives the grant back as it exits.
+idle_session_timeout_gives_back() {
+  local cfg='{"kind": "fixed window", "rate": 5, "period": "1 day", "storage": "memory"}' pid value
+  psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
+  # The session sets the timeout, takes 3 and stays idle in its transaction
+  # (psql waits for the shell) until the server ends it.
+  { echo "SET idle_in_transaction_session_timeout = '100ms';"
+    echo "BEGIN;"
+    echo "SELECT pg_backend_pid();"
+    echo "SELECT remaining FROM ratelimit_limit('idle', 'k', '$cfg', 3);"
+    sleep 2
+    echo "SELECT 1;"; } | psql_value -q -v ON_ERROR_STOP=0 >"$CLUSTER_DIR/idle.out" 2>&1 || true
+  pid=$(head -1 "$CLUSTER_DIR/idle.out")
+  [[ $pid =~ ^[0-9]+$ ]] && [ "$(sed -n 2p "$CLUSTER_DIR/idle.out")" = 2 ] ||
+    { echo "FAIL: the idle session did not take its grant: $(cat "$CLUSTER_DIR/idle.out")" >&2; return 1; }
+  # Its exit is complete once its pid has left pg_stat_activity.
+  psql_value -c "DO \$\$ BEGIN FOR i IN 1..3000 LOOP
+      EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $pid); PERFORM pg_sleep(0.1);
+    END LOOP; END \$\$" >/dev/null
+  value=$(memory_value "'idle', 'k'" "$cfg")
+  [ "$value" = 5 ] || { echo "FAIL: after idle_in_transaction_session_timeout the value is $value, not 5" >&2; return 1; }
+  grep -q "terminating connection due to idle-in-transaction timeout" "$CLUSTER_DIR/server.log" ||
+    { echo "FAIL: the server log does not show the idle-in-transaction timeout" >&2; return 1; }
+  echo "ok - idle_in_transaction_session_timeout gives the grant back"
+}
+
+# The memory limits of the restart tests: three kinds, periods of a day
+# whose windows start 12 hours ago (no window ends during the test), on the
+# server's real clock (a shutdown writes the entries live at that clock).
+RESTART_START=$(date -u -d '12 hours ago' '+%Y-%m-%d %H:%M:%S+00')
+restart_limits() {
+  local kind shape="'{\"kind\": \"%s\", \"rate\": 10, \"period\": \"1 day\", \"start\": \"$RESTART_START\", \"storage\": \"memory\"}'::jsonb"
+  local tb fw sw
+  tb=$(printf '%s' "'{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"1 day\", \"storage\": \"memory\"}'::jsonb")
+  # shellcheck disable=SC2059
+  fw=$(printf "$shape" "fixed window")
+  # shellcheck disable=SC2059
+  sw=$(printf "$shape" "sliding window")
+  echo "('r', 'a-tb', $tb), ('r', 'b-fw', $fw), ('r', NULL, $sw)"
+}
+
+# Takes 3 of each restart limit.
+take_restart_limits() {
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, c, 3)).ok) FROM (VALUES $(restart_limits)) v(n, k, c)")" = 3 ] ||
+    { echo "FAIL: the restart limits did not grant" >&2; return 1; }
+}
+
+# What ratelimit_status stores of the restart limits (empty: nothing).
+restart_limits_stored() {
+  psql_value -c "SELECT string_agg(format('%s/%s: %s at %s', name, key, stored_value, ts), '; ' ORDER BY key NULLS FIRST)
+                 FROM ratelimit_status WHERE name = 'r' AND storage = 'memory'"
+}
+
+# The restart limits' values now, rounded (a day's period refills nearly
+# nothing during a test).
+restart_limit_values() {
+  psql_value -c "SELECT string_agg(round(v.value::numeric, 2)::text, ' ' ORDER BY l.k NULLS FIRST)
+                 FROM (VALUES $(restart_limits)) l(n, k, c), ratelimit_value(l.n, l.k, l.c) v"
+}
+
+# Fails unless the restart limits are back in their initial state ($1 says after what).
+restart_limits_initial() {
+  local stored values
+  stored=$(restart_limits_stored)
+  values=$(restart_limit_values)
+  if [ -n "$stored" ] || [ "$values" != "10.00 10.00 10.00" ]; then
+    echo "FAIL: after $1 the memory limits are still stored: $stored (values $values)" >&2
+    return 1
+  fi
+  echo "ok - after $1 every memory limit starts from its initial state"
+}
+
+# The server log from byte $1 on shows no crash but the SIGKILL this test
+# sent (the postmaster logs "terminated by signal 9" and reinitializes).
+log_free_of_other_crashes() {
+  if tail -c +"$(($1 + 1))" "$CLUSTER_DIR/server.log" | grep -E "terminated by signal ([^9]|9[0-9])|PANIC|exited with exit code"; then
+    echo "FAIL: the server log shows a crash" >&2
+    return 1
+  fi
+}
+
+# A clean restart keeps memory limits (the keeper worker writes them at
+# shutdown and reads them back at start); an immediate stop and a backend
+# killed with SIGKILL lose them.
+restarts_keep_or_lose_memory() {
+  local before after data written read_back rc=0
+  data=$(server_path "$CLUSTER_DIR")/data
+  psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
+  take_restart_limits || return 1
+  before=$(restart_limits_stored)
+  # pg_ctl restart -m fast, with the server's log where start_cluster_server puts it.
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+  start_cluster_server
+  after=$(restart_limits_stored)
+  if [ -z "$before" ] || [ "$before" != "$after" ]; then
+    echo "FAIL: pg_ctl restart -m fast did not keep the memory limits: before: $before; after: $after" >&2
+    rc=1
+  fi
+  [ "$(restart_limit_values)" = "7.00 7.00 7.00" ] ||
+    { echo "FAIL: after a clean restart the values are $(restart_limit_values), not 7 7 7" >&2; rc=1; }
+  # The keeper logs how many it wrote and read back: the same number.
+  written=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits written for the next start.*/\1/p' "$CLUSTER_DIR/server.log")
+  read_back=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits read back from the last shutdown.*/\1/p' "$CLUSTER_DIR/server.log" | tail -1)
+  if [ -z "$written" ] || [ "$written" -lt 3 ] || [ "$written" != "$read_back" ]; then
+    echo "FAIL: the keeper wrote ${written:-no} memory limits at shutdown and read ${read_back:-none} back" >&2
+    rc=1
+  fi
+  [ ! -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] ||
+    { echo "FAIL: ratelimit_memory.state is left after the start" >&2; rc=1; }
+  [ $rc -ne 0 ] || echo "ok - pg_ctl restart -m fast keeps the memory limits ($after)"
+
+  # An immediate stop writes nothing.
+  take_restart_limits || return 1
+  stop_cluster_server_immediate
+  start_cluster_server
+  restart_limits_initial "pg_ctl stop -m immediate" || rc=1
+
+  # A backend killed with SIGKILL: the postmaster reinitializes shared memory.
+  take_restart_limits || return 1
+  kill_a_backend || rc=1
+  restart_limits_initial "a backend killed with SIGKILL" || rc=1
+  return $rc
+}
+
+# Kills a backend with SIGKILL (its pid from pg_backend_pid(), which it
+# prints before it sleeps) and waits until the server has reinitialized.
+kill_a_backend() {
+  local offset pid out=$CLUSTER_DIR/victim.out psql_pid _
+  offset=$(stat -c %s "$CLUSTER_DIR/server.log")
+  psql_value -c "SELECT pg_backend_pid()" -c "SELECT pg_sleep(600)" >"$out" 2>&1 &
+  psql_pid=$!
+  for _ in $(seq 1 600); do
+    pid=$(head -1 "$out")
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  [[ $pid =~ ^[0-9]+$ ]] || { echo "FAIL: no backend pid to kill: $pid" >&2; return 1; }
+  # The pid must be the sleeping backend's, a process of this cluster.
+  [ "$(psql_value -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND query = 'SELECT pg_sleep(600)'")" = 1 ] ||
+    { echo "FAIL: backend $pid is not the sleeping one" >&2; return 1; }
+  kill -KILL "$pid"
+  wait "$psql_pid" || true
+  for _ in $(seq 1 600); do
+    grep -q "database system is ready to accept connections" <(tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log") &&
+      psql_value -c "SELECT 1" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  grep -q "terminated by signal 9" <(tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log") ||
+    { echo "FAIL: the server log does not show backend $pid killed" >&2; return 1; }
+  log_free_of_other_crashes "$offset"
+}
+
+# A hot standby (pg_basebackup -R from the cluster, its own socket
+# directory, stopped on exit): memory limits work there, independent of the
+# primary's; table limits are 25006.
+STANDBY_DIR=""
+stop_standby() {
+  [ -n "$STANDBY_DIR" ] && [ -d "$STANDBY_DIR" ] || return 0
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$STANDBY_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$STANDBY_DIR"
+  STANDBY_DIR=""
+}
+
+hot_standby_has_its_own_memory() {
+  local dir cfg tcfg out rc=0
+  cfg='{"kind": "token bucket", "rate": 5, "period": "1 day", "storage": "memory"}'
+  tcfg='{"kind": "token bucket", "rate": 5, "period": "1 day"}'
+  psql_value -c "SELECT ratelimit_limit('standby', 'k', '$tcfg')" >/dev/null
+  psql_value -c "SELECT ratelimit_limit('standby', 'm', '$cfg', 4)" >/dev/null
+  STANDBY_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-standby.XXXXXX")
+  chmod 755 "$STANDBY_DIR"
+  chown_to_cluster_user "$STANDBY_DIR"
+  dir=$(server_path "$STANDBY_DIR")
+  as_cluster_user "$PG_BINDIR/pg_basebackup" -h "$(server_path "$CLUSTER_DIR")" -p 5432 -U postgres \
+    -D "$dir/data" -R -X stream >/dev/null
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
+    -o "-c listen_addresses='' -k $dir -p 5433 ${PRELOAD[*]}" >/dev/null
+  standby() { PGHOST=$STANDBY_DIR PGPORT=5433 psql_value "$@"; }
+  [ "$(standby -c "SELECT pg_is_in_recovery()")" = t ] || { echo "FAIL: the standby is not in recovery" >&2; rc=1; }
+  # The primary's memory limit is not the standby's: full there.
+  [ "$(standby -c "SELECT remaining FROM ratelimit_limit('standby', 'm', '$cfg', 2)")" = 3 ] ||
+    { echo "FAIL: the standby's memory limit did not start full" >&2; rc=1; }
+  [ "$(standby -c "SELECT ok FROM ratelimit_limit('standby', 'm', '$cfg', 4)")" = f ] ||
+    { echo "FAIL: the standby's memory limit did not refuse" >&2; rc=1; }
+  [ "$(standby -c "BEGIN" -c "SELECT ratelimit_limit('standby', 'm2', '$cfg', 5)" -c "ROLLBACK" -c "SELECT value FROM ratelimit_value('standby', 'm2', '$cfg')" | tail -1)" = 5 ] ||
+    { echo "FAIL: a rolled-back grant on the standby was not given back" >&2; rc=1; }
+  [ "$(standby -c "SELECT storage FROM ratelimit_status WHERE name = 'standby' AND key = 'm2'")" = memory ] ||
+    { echo "FAIL: ratelimit_status on the standby does not list its memory limit" >&2; rc=1; }
+  [ "$(standby -c "SELECT ratelimit_reset('standby', 'm')")" = t ] ||
+    { echo "FAIL: ratelimit_reset of a memory limit failed on the standby" >&2; rc=1; }
+  [ "$(standby -c "SELECT ratelimit_cleanup() >= 1")" = t ] ||
+    { echo "FAIL: ratelimit_cleanup on the standby did not clean memory" >&2; rc=1; }
+  # A table limit: 25006.
+  standby -c "SELECT ratelimit_limit('standby', 'k', '$tcfg')" 2>"$STANDBY_DIR/table.err" && rc=1
+  grep -q "cannot execute ratelimit_limit() in a read-only transaction" "$STANDBY_DIR/table.err" ||
+    { echo "FAIL: a table limit on the standby was not 25006: $(cat "$STANDBY_DIR/table.err")" >&2; rc=1; }
+  out=$(standby -c "DO \$\$ BEGIN PERFORM ratelimit_limit('standby', 'k', '$tcfg');
+               EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'sqlstate %', SQLSTATE; END \$\$" 2>&1) || true
+  [[ $out == *"sqlstate 25006"* ]] || { echo "FAIL: the standby's table-limit error is not SQLSTATE 25006: $out" >&2; rc=1; }
+  # The primary's own memory limit is as it left it.
+  [ "$(psql_value -c "SELECT round(value::numeric, 2) FROM ratelimit_value('standby', 'm', '$cfg')")" = 1.00 ] ||
+    { echo "FAIL: the standby's calls changed the primary's memory limit" >&2; rc=1; }
+  if grep -E "terminated by signal|PANIC" "$STANDBY_DIR/server.log"; then rc=1; fi
+  stop_standby
+  [ $rc -ne 0 ] || echo "ok - a hot standby has memory limits of its own; its table limits are 25006"
+  return $rc
+}
+
+trap 'stop_standby; stop_cluster' EXIT
+PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=40 -c max_prepared_transactions=2)
+start_cluster "${PRELOAD[@]}"
+OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
+memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_diff} || failed=1
+memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
+  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate} || failed=1
+if [ -x build/client_tests ]; then
+  build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
+fi
+idle_session_timeout_gives_back || failed=1
+check_server_log_for_crashes || failed=1
+# (From here on the log has this test's own SIGKILL: checked apart.)
+restarts_keep_or_lose_memory || failed=1
+hot_standby_has_its_own_memory || failed=1
+stop_cluster
+if [ "$MAJOR" -ge 17 ]; then
+  # Without the preload, the memory comes from the DSM registry.
+  start_cluster -c max_prepared_transactions=2
+  if [ -x build/client_tests ]; then
+    build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
+  fi
+  psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
+  [ "$(psql_value -c "SELECT remaining FROM ratelimit_limit('dsm', 'k', '{\"kind\": \"token bucket\", \"rate\": 3, \"period\": \"1 day\", \"storage\": \"memory\"}', 2)")" = 1 ] ||
+    fail "a memory limit without the preload (DSM registry) did not answer remaining = 1"
+  check_server_log_for_crashes || failed=1
+  stop_cluster
+fi
+exit $failed
