@@ -1101,15 +1101,17 @@ class MemoryContentionTest : public ContentionTest {
     pqxx::nontransaction tx(Conn());
     const int version = tx.exec1("SELECT current_setting('server_version_num')::int")[0].as<int>();
     const bool preloaded =
-        tx.exec1("SELECT current_setting('shared_preload_libraries') ~ '(^|[ ,])ratelimit($|[ ,])'")[0].as<bool>();
+        tx.exec1("SELECT current_setting('shared_preload_libraries') ~ '(^|[ ,])ratelimit($|[ ,])'")[0]
+            .as<bool>();
     try {
-      tx.exec1("SELECT " + Fn("ratelimit_check") +
-               "('client_test.memory_probe', NULL, '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": 1000, "
-               "\"storage\": \"memory\"}')");
+      tx.exec1(
+          "SELECT " + Fn("ratelimit_check") +
+          "('client_test.memory_probe', NULL, '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": 1000, "
+          "\"storage\": \"memory\"}')");
     } catch (const pqxx::sql_error& e) {
       if (e.sqlstate() == "55000" && version < 170000 && !preloaded)
-        GTEST_SKIP() << "memory limits need shared_preload_libraries = 'ratelimit' on PostgreSQL " << version / 10000
-                     << " (scripts/memory-test.sh runs these tests with it)";
+        GTEST_SKIP() << "memory limits need shared_preload_libraries = 'ratelimit' on PostgreSQL "
+                     << version / 10000 << " (scripts/memory-test.sh runs these tests with it)";
       FAIL() << "the memory storage probe failed: SQLSTATE " << e.sqlstate() << ": " << e.what();
     }
     if (version < 170000 && !preloaded) FAIL() << "a memory limit answered on 15 without the preload";
@@ -1124,7 +1126,9 @@ class MemoryContentionTest : public ContentionTest {
 
   double Value(const std::string& name, const std::string& key, const std::string& config) {
     pqxx::nontransaction tx(Conn());
-    return tx.exec_params1("SELECT value FROM " + Fn("ratelimit_value") + "($1, $2, $3::jsonb)", name, key, config)[0]
+    return tx
+        .exec_params1("SELECT value FROM " + Fn("ratelimit_value") + "($1, $2, $3::jsonb)", name, key,
+                      config)[0]
         .as<double>();
   }
 };
@@ -1141,7 +1145,8 @@ enum class Ending { kCommit, kRollback, kSavepoint, kError };
 
 Ending PickEnding(Worker& w) {
   double p = std::uniform_real_distribution<double>(0, 1)(w.rng);
-  if (w.stats.granted_calls == 0 || p < 0.10) return Ending::kRollback;  // every worker rolls back once at least
+  if (w.stats.granted_calls == 0 || p < 0.10)
+    return Ending::kRollback;  // every worker rolls back once at least
   if (p < 0.20) return Ending::kSavepoint;
   if (p < 0.25) return Ending::kError;
   return Ending::kCommit;
@@ -1247,9 +1252,9 @@ TEST_P(MemoryGiveBackTest, CommittedEqualsTaken) {
   const std::string name = LimitName(std::string("memory_give_back.") + kind);
   const Micros half_day_ago_ms = FloorDiv(ServerClock(Conn()), kMicrosPerMilli) - 12 * 3600 * 1000;
   const std::string config =
-      WithMemory(kind == "token bucket" ? TokenBucketConfig(capacity, 3600000 * 100000LL, capacity)
-                                        : WindowConfig(kind.c_str(), capacity, 24 * 3600 * 1000, nullptr,
-                                                       half_day_ago_ms));
+      WithMemory(kind == "token bucket"
+                     ? TokenBucketConfig(capacity, 3600000 * 100000LL, capacity)
+                     : WindowConfig(kind.c_str(), capacity, 24 * 3600 * 1000, nullptr, half_day_ago_ms));
   Workers workers(32, PrepareTimedLimit);
   Start start = TakeStart(Conn());
   Stats stats = workers.Run(start.local + std::chrono::seconds(3),
@@ -1308,8 +1313,9 @@ TEST_F(MemoryContentionTest, RandomKeys) {
     ResetLimit(name, key);
   }
   char text[320];
-  std::snprintf(text, sizeof text, "%ld admitted of %d keys x %.0f, %ld refused, %ld given back, %ld txns", admitted,
-                keys, capacity, stats.refused_calls, stats.rolled_back_on_purpose, stats.transactions);
+  std::snprintf(text, sizeof text, "%ld admitted of %d keys x %.0f, %ld refused, %ld given back, %ld txns",
+                admitted, keys, capacity, stats.refused_calls, stats.rolled_back_on_purpose,
+                stats.transactions);
   PrintMeasure("memory random keys:", text);
   EXPECT_GT(stats.rolled_back_on_purpose, 0);
 }
