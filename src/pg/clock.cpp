@@ -56,6 +56,13 @@ Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }
 
 TimestampTz TimestamptzFromUnix(Micros micros) { return micros - kPostgresEpochOffset; }
 
+LockedClock ClockForLock() {
+  bool frozen = frozen_now_text != nullptr && frozen_now_text[0] != '\0';
+  return LockedClock{frozen, frozen ? ClockNow() : 0};
+}
+
+Micros LockedClock::Read() const { return frozen ? frozen_now : UnixFromTimestamptz(GetCurrentTimestamp()); }
+
 Micros ClockNow() {
   if (frozen_now_text == nullptr || frozen_now_text[0] == '\0')
     return UnixFromTimestamptz(GetCurrentTimestamp());

@@ -12,6 +12,15 @@ namespace ratelimit_pg {
 
 void DefineClockGuc();
 Micros ClockNow();
+// A clock to read under a short lock (a storage's, where nothing may
+// allocate or raise): frozen, the value read when it was made; else the
+// system clock, read at each Read().
+struct LockedClock {
+  bool frozen;
+  Micros frozen_now;
+  Micros Read() const;
+};
+LockedClock ClockForLock();
 // Whether a timestamp lies in 0001-01-01 .. 100000-01-01 (the range the
 // limiter accepts for its clock and for config start), so converting it to
 // Unix microseconds and adding any answer's offset cannot overflow.

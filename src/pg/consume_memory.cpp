@@ -1,6 +1,6 @@
 // A memory limit's decisions (consume_memory.h): the core decides under the
-// row's short lock, at a clock read before it (a later caller's write may
-// be newer: the core never moves a state back in time).
+// row's short lock, at the clock read under it (so calls on one limit are
+// decided in the order of their clocks, as a table row's lock orders them).
 #include <algorithm>
 
 #include "consume_memory.h"
@@ -16,7 +16,8 @@ namespace {
 
 struct StepContext {
   const LimitCall* call;
-  Micros now;
+  LockedClock clock;
+  Micros now;  // read under the lock
   double amount;  // RefundStep's
   Decision decision;
 };
@@ -24,6 +25,7 @@ struct StepContext {
 bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
   auto* step = static_cast<StepContext*>(context);
   const LimitCall& call = *step->call;
+  step->now = step->clock.Read();
   step->decision =
       ratelimit::Decide(call.config, LiveFor(call, stored, step->now), step->now, call.origin, call.request);
   if (!step->decision.ok) return false;
@@ -34,6 +36,7 @@ bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
 bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   auto* step = static_cast<StepContext*>(context);
   const LimitCall& call = *step->call;
+  step->now = step->clock.Read();
   step->decision =
       ratelimit::Refund(call.config, LiveFor(call, stored, step->now), step->now, call.origin, step->amount);
   if (!stored.state.exists) return false;  // no row is as full as a refund makes it
@@ -49,8 +52,9 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
        errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
               std::min(call.id.name_len, 64), call.id.name),
        errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
-                                   : "Limits called with inline configs may take half of the entries, and "
-                                     "each of those holds a limit that is not back in its initial state."),
+                                   : "Every entry, or every entry of the half that limits called with "
+                                     "inline configs may take, holds a limit that is not back in its "
+                                     "initial state."),
        errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
   pg_unreachable();
 }
@@ -61,7 +65,7 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
   const Storage& storage = StorageFor(call);
   bool remember = keep_scoped || !call.config.keep_on_rollback;
   int record = remember ? ReservePendingGrant(storage, call) : -1;
-  StepContext step{&call, ClockNow(), 0, {}};
+  StepContext step{&call, ClockForLock(), 0, 0, {}};
   ModifyResult result = storage.modify(call.id, !call.owner_config, TakeStep, &step);
   if (result == ModifyResult::kNoRoom) {
     if (remember) ForgetPendingGrant(record);
@@ -78,7 +82,7 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
 }
 
 Decision RefundToMemory(const LimitCall& call, double amount) {
-  StepContext step{&call, ClockNow(), amount, {}};
+  StepContext step{&call, ClockForLock(), 0, amount, {}};
   StorageFor(call).modify(call.id, !call.owner_config, RefundStep, &step);
   return step.decision;
 }
