@@ -44,7 +44,7 @@
 # preloaded server (ratelimit_stats counts the table grants too, as it does
 # on any preloaded server). The 100,000 keys of 6a are made before the runs.
 # BENCH_BASELINE_SO cannot be combined with them (one backend cannot load
-# two builds of a preloaded library).
+# two builds of a preloaded library): with it, the default leaves them out.
 #
 # Redis (issue 19): workloads r6a and r6b are bench/redis.sh's Lua token
 # bucket, EVALSHA through redis-benchmark (no pipelining) on a private
@@ -137,8 +137,13 @@ SO_FILE=${BENCH_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
 [ -z "$BENCH_BASELINE_SO" ] || [ -f "$BENCH_BASELINE_SO" ] ||
   { echo "BENCH_BASELINE_SO: no such file: $BENCH_BASELINE_SO" >&2; exit 2; }
 
+# Whether workload $1 runs. By default every one, except the memory
+# workloads when a baseline build is given (they need the preload).
 selected() {
-  [ -z "$BENCH_WORKLOADS" ] && return 0
+  if [ -z "$BENCH_WORKLOADS" ]; then
+    [ -z "$BENCH_BASELINE_SO" ] || [[ $1 != 6? ]]
+    return
+  fi
   [[ " $BENCH_WORKLOADS " == *" $1 "* ]]
 }
 # Whether the run needs the preloaded server (a memory workload), or Redis.
