@@ -5,7 +5,8 @@
 # "baseline") counts as workload id "<id>/base". Variables: seconds, rounds,
 # machine, date, extension, baseline (empty without one), nice, halt_poll,
 # elapsed, load_start, load_end, settings, storage_keys, memory_calls,
-# workloads_file, storage_file, memory_file, schema_file, cost_file.
+# workloads_file, storage_file, memory_file, schema_file, cost_file, redis
+# (how the Redis workloads ran; empty without them).
 
 function fmt_ratio(r) { return sprintf("%.2f×", r) }
 function cell(id, c, s) { return ((id, c, s) in tps) }
@@ -13,15 +14,17 @@ function label(c, s) { return "sync " s ", " c " client" (c == 1 ? "" : "s") }
 
 # A goal on a ratio a/b over the given cells: ratio >= target (dir "min")
 # or ratio <= target (dir "max"), or no goal (dir ""): a ratio shown for
-# comparison. Prints one goals-table row.
-function ratio_goal(name, target_text, a, b, syncs, target, dir,    ns, s_list, i, j, c, s, r, worst, worst_at, text, n, sep, met, miss) {
+# comparison. cls: the client counts it covers ("8 32"; empty: all). Prints
+# one goals-table row.
+function ratio_goal(name, target_text, a, b, syncs, target, dir, cls,    ns, s_list, i, j, c, s, r, worst, worst_at, text, n, sep, met, miss, nc, c_list) {
   ns = split(syncs, s_list, " ")
+  nc = split(cls == "" ? "1 8 32" : cls, c_list, " ")
   text = ""; n = 0
   for (i = 1; i <= ns; i++) {
     s = s_list[i]; sep = ""
     text = text (i > 1 ? "; " : "") s ": "
-    for (j = 1; j <= nclients; j++) {
-      c = clients[j]
+    for (j = 1; j <= nc; j++) {
+      c = c_list[j]
       if (!cell(a, c, s) || !cell(b, c, s) || tps[b, c, s] == 0) { text = text sep "–"; sep = " / "; continue }
       r = tps[a, c, s] / tps[b, c, s]
       text = text sep sprintf("%.2f", r); sep = " / "
@@ -120,6 +123,7 @@ END {
   if (nruns > 0)
     printf "- CPU used by other processes on the VM during the runs: %.0f%% of the machine on average, %d%% at most (%d of %d runs over 10%%, marked †); hypervisor steal %.0f%%.\n", others_sum / nruns, others_all, noisy, nruns, steal_sum / nruns
   printf "- Server: PostgreSQL defaults except `%s`; synchronous_commit per run%s.\n", settings, (nice != "" ? "; the cluster and pgbench ran at niceness " nice : "")
+  if (redis != "") printf "- Redis: %s. Its rows ran in the same cells as the pgbench workloads, right after them; synchronous_commit does not apply to it.\n", redis
   if (halt_poll != "") printf "- Idle vCPUs polled up to %s ns before halting (guest_halt_poll_ns; the VM's default is 0), so a 1-client round trip does not wait for a halted vCPU to wake.\n", halt_poll
   printf "- pgbench `-n -M prepared -T %s -j 2` (one thread for one client), each run after VACUUM and CHECKPOINT; %d round(s)%s.\n", seconds, rounds, (rounds > 1 ? ", the table shows the median" : "")
   print "- Random-key workloads use 100,000 pre-populated keys: they measure updates, not inserts."
@@ -157,7 +161,7 @@ END {
   print ""
   print "## Goals"
   print ""
-  print "Ratios are of transactions/s, per cell listed as 1 / 8 / 32 clients. \"Needs +x%\" is how much faster"
+  print "Ratios are of transactions/s, per cell listed as 1 / 8 / 32 clients (or the clients named). \"Needs +x%\" is how much faster"
   print "the worst cell would have to be to meet the goal."
   print ""
   print "| goal | target | measured | result |"
@@ -174,6 +178,15 @@ END {
   ratio_goal("named limit's cost over inline (inline tps / named tps), random keys", "≤ 1.05×", "5a", "5c", "on off", 1.05, "max")
   ratio_goal("refused call's cost vs ratelimit_check (check tps / refused tps), random keys", "≤ 1.00×", "5e", "5f", "on off", 1.00, "max")
   ratio_goal("ratelimit_check vs workload 2, random keys", "≥ 1.00×", "5e", "2", "on off", 1.00, "min")
+  # issue 19: memory limits
+  ratio_goal("memory grant (6a) vs SELECT 1 (1)", "≥ 0.80×", "6a", "1", "on off", 0.80, "min")
+  ratio_goal("memory grant, one hot key (6b) vs 100,000 keys (6a), sync on", "≥ 0.90×", "6b", "6a", "on", 0.90, "min")
+  ratio_goal("the same, sync off", "–", "6b", "6a", "off", 0, "")
+  ratio_goal("memory grant (6a) vs Redis Lua bucket (r6a), random keys, 8 and 32 clients", "≥ 1.00×", "6a", "r6a", "on off", 1.00, "min", "8 32")
+  ratio_goal("the same, 1 client", "–", "6a", "r6a", "on off", 0, "", "1")
+  ratio_goal("memory grant, hot key (6b) vs Redis Lua bucket, hot key (r6b)", "–", "6b", "r6b", "on off", 0, "")
+  ratio_goal("table grant (5a) vs SELECT 1 (1)", "–", "5a", "1", "on off", 0, "")
+  ratio_goal("memory grant (6a) vs table grant (5a)", "–", "6a", "5a", "on off", 0, "")
   # storage: the first line of storage_file (after creating the keys)
   nst = 0
   while ((getline sline < storage_file) > 0) st[++nst] = sline
@@ -220,6 +233,7 @@ END {
     if (("5c" in cost) && ("5a" in cost)) printf "| named / inline | %.2f |\n", cost["5c"] / cost["5a"]
     if (("5f" in cost) && ("5e" in cost)) printf "| refused / ratelimit_check | %.2f |\n", cost["5f"] / cost["5e"]
     if (("5e" in cost) && ("2" in cost)) printf "| ratelimit_check / plain UPDATE | %.2f |\n", cost["5e"] / cost["2"]
+    if (("6a" in cost) && ("5a" in cost)) printf "| memory grant / table grant (inline) | %.2f |\n", cost["6a"] / cost["5a"]
     if (("4e" in cost) && ("5a" in cost)) printf "| lean PL/pgSQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4e"] / cost["5a"]
     if (("5a/base" in cost) && ("2" in cost)) printf "| baseline build: ratelimit_limit (inline) / plain UPDATE | %.2f |\n", cost["5a/base"] / cost["2"]
     for (k = 1; k <= nw; k++) {

@@ -23,6 +23,9 @@
 #   BENCH_SO=""                 the ratelimit.so to measure, e.g. ./ratelimit.so
 #                               of a build not installed (default: the installed
 #                               one). The SQL scripts are always the installed ones.
+#   BENCH_MEMORY_MAX_KEYS=200000 ratelimit.memory_max_keys when a memory
+#                               workload (6a, 6b) runs: inline configs may take
+#                               half, and 6a uses 100,000 keys
 #   BENCH_BASELINE_SO=""        e.g. /work/bench-baseline/ratelimit-b9cf5d2.so:
 #                               an older build to compare with, side by side.
 #                               Every ratelimit workload (5a-5g) then also runs
@@ -33,6 +36,22 @@
 #                               server-side cost. The report adds the baseline's
 #                               rows, its goals, and new/baseline per cell. Both
 #                               builds must fit the installed SQL scripts.
+#
+# Memory limits (issue 19): when workload 6a or 6b is selected, the server
+# is restarted with shared_preload_libraries = the pinned library (a memory
+# limit needs the preload on PostgreSQL 15) and ratelimit.memory_max_keys =
+# BENCH_MEMORY_MAX_KEYS; every workload of that run then runs on the
+# preloaded server (ratelimit_stats counts the table grants too, as it does
+# on any preloaded server). The 100,000 keys of 6a are made before the runs.
+# BENCH_BASELINE_SO cannot be combined with them (one backend cannot load
+# two builds of a preloaded library): with it, the default leaves them out.
+#
+# Redis (issue 19): workloads r6a and r6b are bench/redis.sh's Lua token
+# bucket, EVALSHA through redis-benchmark (no pipelining) on a private
+# redis-server started for the run, over 100,000 random keys and on one hot
+# key. They run in the same matrix as the pgbench workloads, right after
+# them in each cell, so each ratio compares runs minutes apart at most. The
+# synchronous_commit of a cell means nothing to Redis: it runs in both.
 #
 # The extension's shared library is pinned: a copy of BENCH_SO (or of the
 # installed ratelimit.so), taken at the start, is what every database of the
@@ -60,6 +79,7 @@ BENCH_NICE=${BENCH_NICE:-}
 BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-}
 BENCH_SO=${BENCH_SO:-}
 BENCH_BASELINE_SO=${BENCH_BASELINE_SO:-}
+BENCH_MEMORY_MAX_KEYS=${BENCH_MEMORY_MAX_KEYS:-200000}
 HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 HALT_POLL_SAVED=""
 CLIENTS=(1 8 32)
@@ -92,6 +112,10 @@ WORKLOADS=(
   "5e|w05e_check_random|ratelimit_check, random key"
   "5f|w05f_refused_random|ratelimit_limit refused, random key"
   "5g|w05g_refused_hot|ratelimit_limit refused, hot key"
+  "6a|w06a_memory_random|ratelimit_limit memory storage, inline config, random key"
+  "6b|w06b_memory_hot|ratelimit_limit memory storage, inline config, hot key"
+  "r6a|redis_random|Redis Lua token bucket (EVALSHA), random key"
+  "r6b|redis_hot|Redis Lua token bucket (EVALSHA), hot key"
 )
 # The tables the workloads write (vacuumed before each run, and counted).
 BENCH_TABLES="bench_plain, pl_bucket, lean_bucket, ratelimit_state"
@@ -99,6 +123,7 @@ BENCH_TABLES="bench_plain, pl_bucket, lean_bucket, ratelimit_state"
 CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000}'
 REFUSED_CFG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
 STORAGE_CFG='{"kind": "token bucket", "rate": 10, "period": "1 minute"}'
+MEMORY_CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "storage": "memory"}'
 
 BENCH_DIR=bench
 OUT_MD=$BENCH_DIR/results-latest.md
@@ -112,9 +137,28 @@ SO_FILE=${BENCH_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
 [ -z "$BENCH_BASELINE_SO" ] || [ -f "$BENCH_BASELINE_SO" ] ||
   { echo "BENCH_BASELINE_SO: no such file: $BENCH_BASELINE_SO" >&2; exit 2; }
 
+# Whether workload $1 runs. By default every one, except the memory
+# workloads when a baseline build is given (they need the preload).
+selected() {
+  if [ -z "$BENCH_WORKLOADS" ]; then
+    [ -z "$BENCH_BASELINE_SO" ] || [[ $1 != 6? ]]
+    return
+  fi
+  [[ " $BENCH_WORKLOADS " == *" $1 "* ]]
+}
+# Whether the run needs the preloaded server (a memory workload), or Redis.
+MEMORY=0
+if selected 6a || selected 6b; then MEMORY=1; fi
+REDIS=0
+if selected r6a || selected r6b; then REDIS=1; fi
+[ "$MEMORY" -eq 0 ] || [ -z "$BENCH_BASELINE_SO" ] ||
+  { echo "BENCH_BASELINE_SO cannot be combined with the memory workloads 6a and 6b (the library is preloaded)" >&2; exit 2; }
+source "$BENCH_DIR/redis.sh"
+
 WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
 touch "$WORK_DIR/storage_schema.txt"
 cleanup() {
+  stop_redis
   stop_cluster
   [ -z "$HALT_POLL_SAVED" ] || echo "$HALT_POLL_SAVED" > "$HALT_POLL_FILE"
   rm -rf "$WORK_DIR"
@@ -145,7 +189,6 @@ start_cluster "${SERVER_SETTINGS[@]}"
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB"
 export PGDATABASE=$DB
 sql() { "${PSQL[@]}" -At -c "$1"; }
-POSTMASTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
 
 # Pins the build: copies the library into the cluster directory once it is
 # stable (not being rewritten by a concurrent make install), and points the
@@ -165,6 +208,7 @@ if [ -n "$BENCH_BASELINE_SO" ]; then
   base_mtime=$(date -u -r "$BENCH_BASELINE_SO" '+%Y-%m-%d %H:%M:%S UTC')
   [ "$base_md5" != "$so_md5" ] || echo "WARNING: the baseline is the same file as the build measured (md5 $so_md5…)"
 fi
+POSTMASTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
 
 # ---------------------------------------------------------------- machine
 echo "== machine"
@@ -188,6 +232,47 @@ echo "== setup: tables, PL/pgSQL functions, named limit, 100,000 keys per table 
 create_extension "$DB"
 "${PSQL[@]}" -f "$BENCH_DIR/setup.sql" >/dev/null
 ext_version=$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")
+# Memory workloads: the same server again, preloading the pinned copy. The
+# functions' probin names that very file, so a backend finds it loaded; but
+# CREATE EXTENSION loads $libdir/ratelimit to validate its C functions (even
+# with check_function_bodies off), a second copy whose GUCs clash with the
+# preloaded one's: so every database that needs the extension gets it
+# before the restart (the storage measurement's too). The memory keeper, a
+# background worker, loads "ratelimit" by name: dynamic_library_path puts
+# the pinned copy's directory first, so that is the pinned copy too.
+if [ "$MEMORY" -eq 1 ]; then
+  "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench_storage"
+  create_extension bench_storage
+  PRELOAD_SETTINGS=(-c "shared_preload_libraries=$PINNED_SO" -c "dynamic_library_path=$CLUSTER_DIR:$("$PG_BINDIR/pg_config" --pkglibdir)"
+                    -c "ratelimit.memory_max_keys=$BENCH_MEMORY_MAX_KEYS")
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null
+  printf '%s %s\n' "$(cat "$CLUSTER_DIR/server.opts")" "${PRELOAD_SETTINGS[*]}" > "$CLUSTER_DIR/server.opts.new"
+  mv "$CLUSTER_DIR/server.opts.new" "$CLUSTER_DIR/server.opts"
+  start_cluster_server
+  POSTMASTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+  SERVER_SETTINGS+=("${PRELOAD_SETTINGS[@]}")
+  echo "== restarted with ${PRELOAD_SETTINGS[*]}"
+  loaded=$(sql "SELECT substring(pg_read_file('/proc/self/maps') from '/\S*ratelimit\.so')")
+  [ "$loaded" = "$PINNED_SO" ] || { echo "FAIL: the preloaded server's backends map '$loaded', not $PINNED_SO" >&2; exit 1; }
+  sleep 1
+  ! grep -E 'attempt to redefine|background worker "ratelimit memory keeper" .* exited' "$CLUSTER_DIR/server.log" ||
+    { echo "FAIL: a second copy of the library was loaded (see above)" >&2; exit 1; }
+  echo "== setup: 100,000 keys of the memory limit 'm' (workload 6a) (at $(since))"
+  sql "SELECT count(*) FILTER (WHERE (ratelimit_limit('m', 'k' || g, '$MEMORY_CFG')).ok) FROM generate_series(1, 100000) g" |
+    grep -qx 100000 || { echo "FAIL: the memory limit's 100,000 keys were not all granted" >&2; exit 1; }
+fi
+if [ "$REDIS" -eq 1 ]; then
+  ensure_redis
+  start_redis
+  echo "== redis-benchmark probe runs, to size each run to about ${BENCH_SECONDS}s (at $(since))"
+  for clients in "${CLIENTS[@]}"; do
+    for keys in random hot; do
+      if [ "$keys" = random ]; then selected r6a || continue; else selected r6b || continue; fi
+      redis_requests_for "$clients" "$keys" "$BENCH_SECONDS"
+      echo "   $clients clients, $keys keys: $REDIS_REQUESTS requests per run"
+    done
+  done
+fi
 if [ -n "$BASE_PINNED_SO" ]; then
   echo "== setup of the baseline build's database $BASE_DB (the same bench/setup.sql) (at $(since))"
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE $BASE_DB"
@@ -206,14 +291,16 @@ counters() {
 # CPU accounting, in clock ticks: "total busy steal ours", where ours is the
 # cluster's processes (the postmaster, its live children, and, through its
 # cutime/cstime, the backends it has reaped) plus this script's reaped
-# children (pgbench). busy - ours is what other processes on the VM used.
+# children (pgbench, redis-benchmark), plus the redis-server of r6a/r6b when
+# running. busy - ours is what other processes on the VM used.
 cpu_snapshot() {
   local total busy steal mine
   read -r total busy steal < <(awk '$1 == "cpu" {print $2+$3+$4+$5+$6+$7+$8+$9, $2+$3+$4+$7+$8, $9}' /proc/stat)
-  mine=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER_PID" -v me="$$" '
+  mine=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$POSTMASTER_PID" -v me="$$" -v rp="${REDIS_PID:-0}" '
       {
         pid = $1; line = $0; sub(/^.*\) /, "", line); split(line, f, " ")   # f[1] is field 3 (state)
         if (pid == pm) s += f[12] + f[13] + f[14] + f[15]
+        else if (pid == rp) s += f[12] + f[13]
         else if (f[2] == pm) s += f[12] + f[13]
         else if (pid == me) s += f[14] + f[15]
       }
@@ -235,13 +322,22 @@ wait_for_backends() {
   done
 }
 
-selected() {
-  [ -z "$BENCH_WORKLOADS" ] && return 0
-  [[ " $BENCH_WORKLOADS " == *" $1 "* ]]
-}
 # Whether workload $1 also runs against the baseline build: the ratelimit
 # workloads (5a-5g), when BENCH_BASELINE_SO is set.
 has_baseline() { [ -n "$BASE_PINNED_SO" ] && [[ $1 == 5* ]]; }
+
+# One redis-benchmark run (bench/redis.sh) of $clients on keys $1 (random or
+# hot), about BENCH_SECONDS long; writes its output and then, in pgbench's
+# words, its rate, latency and calls to $2.
+run_redis_load() {
+  local keys=$1 log=$2 rc=0
+  redis_requests_for "$clients" "$keys" "$BENCH_SECONDS"
+  redis_benchmark "$clients" "$keys" "$REDIS_REQUESTS" "$log.csv" > "$log.out" || rc=$?
+  cat "$log.csv" > "$log"
+  [ "$rc" -eq 0 ] || return "$rc"
+  awk -v n="$REDIS_REQUESTS" '{printf "tps = %s\nlatency average = %s ms\nnumber of transactions actually processed: %d\nnumber of failed transactions: 0\n", $1, $2, n}' \
+    "$log.out" >> "$log"
+}
 
 # One pgbench run of the current workload ($id, $script, $desc) with $clients
 # and $sync, in database $1 for build $2 (new or baseline); appends its line
@@ -260,8 +356,12 @@ run_pgbench() {
   log="$WORK_DIR/r$round-$script-$build-c$clients-$sync.log"
   children=$(postmaster_children)
   read -r t0 b0 s0 m0 <<< "$(cpu_snapshot)"
-  PGDATABASE=$db PGOPTIONS="-c synchronous_commit=$sync" "$PG_BINDIR/pgbench" -n -M prepared -T "$BENCH_SECONDS" \
-    -j "$THREADS" -c "$clients" -f "$BENCH_DIR/workloads/$script.sql" > "$log" 2>&1 || rc=$?
+  if [[ $script == redis_* ]]; then
+    run_redis_load "${script#redis_}" "$log" || rc=$?
+  else
+    PGDATABASE=$db PGOPTIONS="-c synchronous_commit=$sync" "$PG_BINDIR/pgbench" -n -M prepared -T "$BENCH_SECONDS" \
+      -j "$THREADS" -c "$clients" -f "$BENCH_DIR/workloads/$script.sql" > "$log" 2>&1 || rc=$?
+  fi
   wait_for_backends "$children"
   read -r t1 b1 s1 m1 <<< "$(cpu_snapshot)"
   read -r lsn1 upd1 hot1 <<< "$(counters "$db")"
@@ -336,6 +436,7 @@ COST_CASES=(
   "5e|(ratelimit_check('n', 'k' || g, '$CFG')).ok"
   "5f|(ratelimit_limit('refused', 'k' || g, '$REFUSED_CFG')).ok"
 )
+[ "$MEMORY" -eq 0 ] || COST_CASES+=("6a|(ratelimit_limit('m', 'k' || g, '$MEMORY_CFG')).ok")
 # The statements of one repetition in database $1, labelled with suffix $2;
 # in the baseline's database ($2 = /base) only the ratelimit cases.
 cost_cases() {
@@ -399,8 +500,10 @@ storage_row() {
           FROM ratelimit_state" | tr '|' ','
 }
 storage() {
-  "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench_storage"
-  create_extension bench_storage
+  if [ "$MEMORY" -eq 0 ]; then   # with the preload, made before the restart
+    "${PSQL[@]}" -d postgres -c "CREATE DATABASE bench_storage"
+    create_extension bench_storage
+  fi
   ssql "SELECT 'columns: ' || string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
           FROM pg_attribute WHERE attrelid = 'ratelimit_state'::regclass AND attnum > 0 AND NOT attisdropped
         UNION ALL
@@ -474,6 +577,8 @@ else
 fi
 baseline=""
 [ -z "$BASE_PINNED_SO" ] || baseline="the library $BENCH_BASELINE_SO of $base_mtime (md5 $base_md5…), pinned in database $BASE_DB with the same SQL scripts and data"
+redis_note=""
+[ "$REDIS" -eq 0 ] || redis_note="redis-server $REDIS_VERSION (Debian's) on a unix socket in a temp dir, no persistence (\`--save '' --appendonly no\`), started for this run; workloads r6a/r6b are \`redis-benchmark -s SOCKET -c CLIENTS -n N -r $REDIS_KEYS [--threads 2] EVALSHA <sha of bench/redis_bucket.lua> 1 b:__rand_int__ (or b:hot) $REDIS_RATE $REDIS_PERIOD_MS $REDIS_CAPACITY 1\`, one call per request, no pipelining; N = the calls/s of a probe run at the start × ${BENCH_SECONDS}s, so a run lasts about that long; --threads 2 (pgbench's -j 2) above one client"
 elapsed=$(( $(date +%s) - started ))
 command="BENCH_SECONDS=$BENCH_SECONDS"
 [ "$BENCH_ROUNDS" = 1 ] || command="$command BENCH_ROUNDS=$BENCH_ROUNDS"
@@ -484,6 +589,7 @@ command="BENCH_SECONDS=$BENCH_SECONDS"
 [ -z "$BENCH_HALT_POLL_NS" ] || command="$command BENCH_HALT_POLL_NS=$BENCH_HALT_POLL_NS"
 [ -z "$BENCH_SO" ] || command="$command BENCH_SO=$BENCH_SO"
 [ -z "$BENCH_BASELINE_SO" ] || command="$command BENCH_BASELINE_SO=$BENCH_BASELINE_SO"
+[ "$BENCH_MEMORY_MAX_KEYS" = 200000 ] || command="$command BENCH_MEMORY_MAX_KEYS=$BENCH_MEMORY_MAX_KEYS"
 command="$command bench/run.sh"
 [ "$BUILD" -eq 0 ] || command="$command --build"
 # The report's rows: each workload, and after each one with a baseline the
@@ -502,7 +608,7 @@ awk -F, -v seconds="$BENCH_SECONDS" -v rounds="$BENCH_ROUNDS" -v machine="$machi
     -v storage_keys="$BENCH_STORAGE_KEYS" \
     -v memory_calls="$BENCH_MEMORY_CALLS" -v workloads_file="$WORK_DIR/workloads.txt" \
     -v storage_file="$WORK_DIR/storage.csv" -v memory_file="$WORK_DIR/memory.csv" \
-    -v schema_file="$WORK_DIR/storage_schema.txt" -v cost_file="$WORK_DIR/cost.csv" \
+    -v schema_file="$WORK_DIR/storage_schema.txt" -v cost_file="$WORK_DIR/cost.csv" -v redis="$redis_note" \
     -f "$BENCH_DIR/report.awk" "$WORK_DIR/runs.csv" > "$WORK_DIR/report.md"
 # Both files at the end, together: an interrupted run leaves the last pair alone.
 cp "$WORK_DIR/runs.csv" "$OUT_CSV"

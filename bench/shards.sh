@@ -3,6 +3,11 @@
 # "shards" = 1, 4, 16, 64, against the same load spread over 100,000 keys,
 # with synchronous_commit on and off. Every call is granted (the rate is far
 # above the load), so this measures the cost of contention, not refusals.
+# Then the same for a limit kept in shared memory ("storage": "memory",
+# issue 19): one hot key without shards against 100,000 keys (made first).
+# The server preloads the library (shared_preload_libraries = 'ratelimit',
+# ratelimit.memory_max_keys = 200000), which memory limits need on
+# PostgreSQL 15; so ratelimit_stats counts every table call too.
 #
 #   bench/shards.sh            # uses the installed extension
 #   bench/shards.sh --build    # builds and installs it first
@@ -19,7 +24,8 @@ OUT=bench/shards-latest.md
 [ "${1:-}" = "--build" ] && { ensure_packages; build_and_install_extension; }
 
 trap stop_cluster EXIT
-start_cluster -c shared_buffers=256MB -c max_connections=100
+start_cluster -c shared_buffers=256MB -c max_connections=100 \
+  -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=200000
 WORK=$(mktemp -d /tmp/ratelimit-shards.XXXXXX)
 
 psql -X -q -v ON_ERROR_STOP=1 <<'SQL'
@@ -27,11 +33,22 @@ CREATE EXTENSION ratelimit;
 -- 100,000 keys, all existing, for the spread-out load.
 SELECT count(ratelimit_limit('spread', 'k' || g, '{"kind": "token bucket", "rate": 1e9, "period": 1000}', 0))
 FROM generate_series(1, 100000) AS g;
+-- The same 100,000 keys of a memory limit (a grant of 1 token: an entry is
+-- made only by a change).
+SELECT count(ratelimit_limit('mem-spread', 'k' || g, '{"kind": "token bucket", "rate": 1e9, "period": 1000, "storage": "memory"}'))
+FROM generate_series(1, 100000) AS g;
 SQL
 
 cat > "$WORK/spread.sql" <<'SQL'
 \set k random(1, 100000)
 SELECT ok FROM ratelimit_limit('spread', 'k' || :k, '{"kind": "token bucket", "rate": 1e9, "period": 1000}');
+SQL
+cat > "$WORK/mem-spread.sql" <<'SQL'
+\set k random(1, 100000)
+SELECT ok FROM ratelimit_limit('mem-spread', 'k' || :k, '{"kind": "token bucket", "rate": 1e9, "period": 1000, "storage": "memory"}');
+SQL
+cat > "$WORK/mem-hot.sql" <<'SQL'
+SELECT ok FROM ratelimit_limit('mem-hot', NULL, '{"kind": "token bucket", "rate": 1e9, "period": 1000, "storage": "memory"}');
 SQL
 
 # Runs one pgbench load; prints its transactions per second.
@@ -47,7 +64,10 @@ run_load() {
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`BENCH_SECONDS=$SECONDS_PER_RUN bench/shards.sh\`: pgbench \`-n -M prepared -T $SECONDS_PER_RUN -j 2 -c $CLIENTS\`,"
   echo "$(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB, $("$PG_BINDIR/postgres" --version), shared_buffers=256MB, every call granted."
   echo
-  printf '| synchronous_commit | load | calls/s | ratio to many keys |\n|---|---|---:|---:|\n'
+  echo "Server started with \`shared_preload_libraries = 'ratelimit'\` and \`ratelimit.memory_max_keys = 200000\`. The memory rows"
+  echo "compare a memory limit's one hot key (no shards) with the same memory limit kind over 100,000 keys."
+  echo
+  printf '| synchronous_commit | load | calls/s | ratio to many keys (same storage) |\n|---|---|---:|---:|\n'
 } > "$OUT"
 for sync in on off; do
   psql -X -q -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
@@ -62,6 +82,11 @@ for sync in on off; do
     printf '| %s | one global limit, %d shard%s | %s | %s |\n' "$sync" "$shards" "$([ "$shards" = 1 ] || echo s)" \
       "$tps" "$ratio" >> "$OUT"
   done
+  mem_spread=$(run_load "$WORK/mem-spread.sql")
+  printf '| %s | memory, 100,000 keys | %s | 1.00 |\n' "$sync" "$mem_spread" >> "$OUT"
+  mem_hot=$(run_load "$WORK/mem-hot.sql")
+  printf '| %s | memory, one global limit, no shards | %s | %s |\n' "$sync" "$mem_hot" \
+    "$(awk -v a="$mem_hot" -v b="$mem_spread" 'BEGIN { printf "%.2f", a / b }')" >> "$OUT"
 done
 rm -rf "$WORK"
 cat "$OUT"
