@@ -83,15 +83,16 @@ Micros FirstWhere(Micros lo, Micros hi, Pred pred) {
 }
 
 // FirstWhere(lo, hi, pred) for a monotone pred, starting from a guess of
-// the answer: when pred is false at guess - 2 and true at guess + 2 (both
-// inside (lo, hi)), the answer lies between them and a search of those 4
-// microseconds finds it, the same answer as the whole range's search gives;
-// else the whole range is searched.
+// the answer: when pred is false at max(lo, guess - 2) and true at
+// min(hi, guess + 2), the answer lies between them and a search of those
+// few microseconds finds it, the same answer as the whole range's search
+// gives; else the whole range is searched.
 template <typename Pred>
 Micros FirstWhereNear(Micros lo, Micros hi, Micros guess, Pred pred) {
   if (pred(lo)) return lo;
-  if (guess > lo + 2 && guess < hi - 2 && !pred(guess - 2) && pred(guess + 2))
-    return FirstWhere(guess - 2, guess + 2, pred);
+  Micros a = guess - 2 > lo ? guess - 2 : lo;
+  Micros b = guess + 2 < hi ? guess + 2 : hi;
+  if (b > a && (a == lo || !pred(a)) && pred(b)) return FirstWhere(a, b, pred);
   return FirstWhere(lo, hi, pred);
 }
 

@@ -20,9 +20,14 @@ TEST(SearchTest, GuessedSearchEqualsWholeSearch) {
     Micros period = 1 + static_cast<Micros>(std::pow(10.0, unit(rng) * 12));
     double capacity = rate * (0.5 + unit(rng) * 3);
     double value = capacity * (unit(rng) * 2 - 1);
-    double need = capacity * unit(rng) * 1.2;  // sometimes more than capacity: never true
+    // Sometimes more than capacity (never true); sometimes a token or two
+    // above value (an answer microseconds away).
+    double need = i % 3 == 0 ? value + rate / static_cast<double>(period) * (1 + unit(rng) * 3)
+                             : capacity * unit(rng) * 1.2;
     Micros ts = static_cast<Micros>(unit(rng) * 1e15);
-    Micros lo = ts + static_cast<Micros>(unit(rng) * 1e6);
+    // lo: now, from just after the stored ts (an answer a microsecond or two
+    // away) to a second later.
+    Micros lo = ts + (i % 2 == 0 ? static_cast<Micros>(unit(rng) * 3) : static_cast<Micros>(unit(rng) * 1e6));
     Micros hi = SearchLimit(lo);
     auto pred = [&](Micros t) {
       double refill = static_cast<double>(t - ts) / static_cast<double>(period) * rate;
