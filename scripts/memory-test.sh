@@ -19,6 +19,9 @@
 #    scripts/test.sh runs sql/memory_storage.sql without the preload: 55000
 #    on 15, the DSM registry from 17.)
 #
+# With --client PROGRAM, only the contention tests' memory cases, run by
+# PROGRAM on a preloaded cluster (the ASan+UBSan build, from scripts/test.sh).
+#
 # Needs the extension installed and build/client_tests (CMake); a missing
 # program fails the test. With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set
 # (scripts/pgmajors.sh's enter_major exports them), the clusters, psql,
@@ -272,6 +275,16 @@ hot_standby_has_its_own_memory() {
 
 trap 'stop_standby; stop_cluster' EXIT
 PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=40 -c max_prepared_transactions=2)
+# --client PROGRAM: only the contention tests' memory cases, run by PROGRAM
+# (scripts/test.sh: the ASan+UBSan build of build/client_tests), on a
+# preloaded cluster of their own.
+if [ "${1:-}" = "--client" ]; then
+  require_program "$2" "the contention tests to run" || exit 1
+  start_cluster "${PRELOAD[@]}"
+  "$2" --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
+  check_server_log_for_crashes || failed=1
+  exit $failed
+fi
 start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
 memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_diff} || failed=1

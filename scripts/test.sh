@@ -127,6 +127,8 @@ if [ $rc -eq 0 ]; then
   export "${sanitizer_env[@]}"
   stage "unit tests under ASan+UBSan" build-asan/core_tests --gtest_brief=1
   stage "client contention tests under ASan+UBSan" build-asan/client_tests
+  # Their memory cases need a server with memory limits: a preloaded one.
+  stage "memory contention tests under ASan+UBSan" scripts/memory-test.sh --client build-asan/client_tests
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
 
