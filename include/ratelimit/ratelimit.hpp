@@ -150,6 +150,8 @@ class Config {
   // Keeps the limit in the server's shared memory ("storage": "memory"): a grant is seen by every session at
   // once, without a row lock or WAL, works in read-only transactions and on standbys, and is not durable.
   Config& memory() { return set(&storage_, "\"memory\""); }
+  // (Memory only.) The most entries this limit's name may hold over all its keys ("memoryKeys").
+  Config& memory_keys(long long most) { return set(&memory_keys_, std::to_string(most)); }
   // (Memory only.) keep: a grant stays even when its transaction rolls back ("on_rollback": "keep");
   // false: it is given back (the default).
   Config& keep_on_rollback(bool keep = true) { return set(&on_rollback_, keep ? "\"keep\"" : "\"refund\""); }
@@ -166,6 +168,7 @@ class Config {
     append(&out, "shadow", shadow_);
     append(&out, "storage", storage_);
     append(&out, "on_rollback", on_rollback_);
+    append(&out, "memoryKeys", memory_keys_);
     out += '}';
     return out;
   }
@@ -183,7 +186,7 @@ class Config {
 
   std::string kind_, rate_, period_;
   std::optional<std::string> capacity_, max_reserved_, start_, shards_, jitter_, shadow_, storage_,
-      on_rollback_;
+      on_rollback_, memory_keys_;
 };
 
 // How limit() and check() call: the arguments of ratelimit_limit after name and key.

@@ -49,6 +49,8 @@ struct LimitConfig {
   bool shadow = false;            // "shadow": true: refusals are only counted, the call is granted
   bool memory = false;            // "storage": "memory": kept in shared memory, not in a table row
   bool keep_on_rollback = false;  // "on_rollback": "keep": a memory grant outlives its rollback
+  bool has_memory_keys = false;   // "memoryKeys": the most memory entries the limit's name may hold
+  double memory_keys = 0;
 };
 
 constexpr int kMaxShards = 1024;

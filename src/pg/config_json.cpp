@@ -26,8 +26,8 @@ namespace ratelimit_pg {
 namespace {
 
 constexpr char kValidFields[] =
-    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards, jitter, shadow, storage and "
-    "on_rollback.";
+    "Valid fields are kind, rate, period, capacity, maxReserved, start, shards, jitter, shadow, storage, "
+    "on_rollback and memoryKeys.";
 // Largest |microseconds| accepted from a number of milliseconds (about 146,000 years).
 constexpr double kMaxAbsMicros = 4.6e18;
 
@@ -230,6 +230,9 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
     config->shadow = present && value.val.boolean;
   } else if (KeyIs(key, "storage")) {
     config->memory = present && RequireChoice("storage", value, "table", "memory");
+  } else if (KeyIs(key, "memoryKeys")) {
+    config->has_memory_keys = present;
+    if (present) config->memory_keys = RequireNumber("memoryKeys", value);
   } else if (KeyIs(key, "on_rollback")) {
     config->keep_on_rollback = present && RequireChoice("on_rollback", value, "refund", "keep");
   } else {

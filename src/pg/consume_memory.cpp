@@ -17,7 +17,7 @@ namespace {
 struct StepContext {
   const LimitCall* call;
   LockedClock clock;
-  Micros now;  // read under the lock
+  Micros now;     // read under the lock
   double amount;  // RefundStep's
   Decision decision;
 };
@@ -44,18 +44,29 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   return true;
 }
 
-[[noreturn]] void RaiseNoRoom(const LimitCall& call) {
+// The room a new entry of the call's limit may take.
+NewRowRoom RoomFor(const LimitCall& call) {
+  return NewRowRoom{!call.owner_config,
+                    call.config.has_memory_keys ? static_cast<int64>(call.config.memory_keys) : 0};
+}
+
+[[noreturn]] void RaiseNoRoom(const LimitCall& call, bool for_name) {
   CountMemoryFull(call);
-  ereport(
-      ERROR,
-      (errcode(ERRCODE_OUT_OF_MEMORY),
-       errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
-              std::min(call.id.name_len, 64), call.id.name),
-       errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
-                                   : "Every entry, or every entry of the half that limits called with "
-                                     "inline configs may take, holds a limit that is not back in its "
-                                     "initial state."),
-       errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
+  if (for_name)
+    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                    errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
+                           std::min(call.id.name_len, 64), call.id.name, call.config.memory_keys),
+                    errdetail("Every entry of the limit holds a key that is not back in its initial state."),
+                    errhint("Raise the limit's memoryKeys.")));
+  ereport(ERROR,
+          (errcode(ERRCODE_OUT_OF_MEMORY),
+           errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
+                  std::min(call.id.name_len, 64), call.id.name),
+           errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
+                                       : "Every entry, or every entry of the half that limits called with "
+                                         "inline configs may take, holds a limit that is not back in its "
+                                         "initial state."),
+           errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
   pg_unreachable();
 }
 
@@ -66,10 +77,10 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
   bool remember = keep_scoped || !call.config.keep_on_rollback;
   int record = remember ? ReservePendingGrant(storage, call) : -1;
   StepContext step{&call, ClockForLock(), 0, 0, {}};
-  ModifyResult result = storage.modify(call.id, !call.owner_config, TakeStep, &step);
-  if (result == ModifyResult::kNoRoom) {
+  ModifyResult result = storage.modify(call.id, RoomFor(call), TakeStep, &step);
+  if (result != ModifyResult::kDone) {
     if (remember) ForgetPendingGrant(record);
-    RaiseNoRoom(call);
+    RaiseNoRoom(call, result == ModifyResult::kNoRoomForName);
   }
   if (remember) {
     if (step.decision.ok) {
@@ -83,7 +94,7 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
 
 Decision RefundToMemory(const LimitCall& call, double amount) {
   StepContext step{&call, ClockForLock(), 0, amount, {}};
-  StorageFor(call).modify(call.id, !call.owner_config, RefundStep, &step);
+  StorageFor(call).modify(call.id, RoomFor(call), RefundStep, &step);
   return step.decision;
 }
 

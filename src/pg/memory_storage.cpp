@@ -104,6 +104,90 @@ void InitHeader(void* memory) {
 
 MemoryHeader* header = nullptr;
 
+// How many entries each (database, name) has: what a limit's memoryKeys
+// bounds. Counted for every entry, bounded or not (a bound set later holds
+// at once); changed when an entry is made or deleted, never per call. Its
+// partition lock is taken with no other lock held, or inside an entry's
+// (a sweep's, a delete's): never the other way round.
+struct NameKey {
+  Oid database;
+  int32 name_len;
+  char name[kIdentityBytes];  // name_len bytes; the rest is never read
+};
+
+struct NameEntry {
+  NameKey key;
+  int64 entries;
+};
+
+struct NamesHeader {
+  uint64 seed;
+};
+
+NamesHeader* names_header = nullptr;
+
+dshash_hash HashName(const void* v, size_t, void* arg) {
+  const auto* key = static_cast<const NameKey*>(v);
+  return SeededHash(key, static_cast<int>(offsetof(NameKey, name)) + key->name_len,
+                    static_cast<const NamesHeader*>(arg)->seed);
+}
+
+int CompareNames(const void* a, const void* b, size_t, void*) {
+  const auto* x = static_cast<const NameKey*>(a);
+  const auto* y = static_cast<const NameKey*>(b);
+  if (x->database != y->database || x->name_len != y->name_len) return 1;
+  return std::memcmp(x->name, y->name, x->name_len) == 0 ? 0 : 1;
+}
+
+void InitNamesHeader(void* memory) { static_cast<NamesHeader*>(memory)->seed = NewTableSeed(); }
+
+dshash_table* Names() {
+  void* h = nullptr;
+  dshash_table* table = AttachSharedTable(SharedTable::kMemoryNames, &h);
+  names_header = static_cast<NamesHeader*>(h);
+  return table;
+}
+
+NameKey NameOf(const MemoryKey& key) {
+  NameKey name;
+  name.database = key.database;
+  name.name_len = key.name_len;
+  std::memcpy(name.name, key.bytes, key.name_len);
+  return name;
+}
+
+// Counts a new entry of the key's name; false (nothing counted) when the
+// name has `most` entries already (most > 0).
+bool CountNameEntry(const MemoryKey& key, int64 most) {
+  dshash_table* names = Names();
+  NameKey name = NameOf(key);
+  bool found = false;
+  auto* entry = static_cast<NameEntry*>(dshash_find_or_insert(names, &name, &found));
+  if (!found) entry->entries = 0;
+  bool room = most <= 0 || entry->entries < most;
+  if (room) ++entry->entries;
+  bool empty = entry->entries == 0;
+  if (empty) {
+    dshash_delete_entry(names, entry);
+  } else {
+    dshash_release_lock(names, entry);
+  }
+  return room;
+}
+
+// An entry of the key's name is gone.
+void UncountNameEntry(const MemoryKey& key) {
+  dshash_table* names = Names();
+  NameKey name = NameOf(key);
+  auto* entry = static_cast<NameEntry*>(dshash_find(names, &name, true));
+  if (entry == nullptr) return;
+  if (--entry->entries <= 0) {
+    dshash_delete_entry(names, entry);
+  } else {
+    dshash_release_lock(names, entry);
+  }
+}
+
 // The table, or nullptr without shared memory.
 dshash_table* TableOrNull() {
   void* h = nullptr;
@@ -216,6 +300,7 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
     if (IdleAt(*entry, now) && (all || entry->key.database == database)) {
       ReleaseSlot(entry->inline_share);
+      UncountNameEntry(entry->key);
       dshash_delete_current(&scan);
       ++deleted;
     } else {
@@ -230,6 +315,21 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   return deleted;
 }
 
+// Takes room for a new entry of `key`: its name's count (within
+// room.name_rows), then a slot (within memory_max_keys and the inline half).
+ModifyResult TakeRoom(const MemoryKey& key, const NewRowRoom& room) {
+  if (!CountNameEntry(key, room.name_rows)) return ModifyResult::kNoRoomForName;
+  if (ReserveSlot(room.inline_share)) return ModifyResult::kDone;
+  UncountNameEntry(key);
+  return ModifyResult::kNoRoom;
+}
+
+// Gives back what TakeRoom took.
+void ReleaseRoom(const MemoryKey& key, bool inline_share) {
+  ReleaseSlot(inline_share);
+  UncountNameEntry(key);
+}
+
 // Inserts the entry of `key` for a slot already reserved, its partition
 // lock held exclusively on return; nullptr (the slot given back) when it
 // exists already. An error (no memory left in the area) gives the slot back
@@ -241,13 +341,13 @@ MemoryEntry* InsertEntry(dshash_table* table, const MemoryKey& key, bool inline_
   { entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found)); }
   PG_CATCH();
   {
-    ReleaseSlot(inline_share);
+    ReleaseRoom(key, inline_share);
     PG_RE_THROW();
   }
   PG_END_TRY();
   if (found) {
-    ReleaseSlot(inline_share);
     dshash_release_lock(table, entry);
+    ReleaseRoom(key, inline_share);
     return nullptr;
   }
   entry->inline_share = inline_share;
@@ -264,7 +364,8 @@ StoredState Read(const LimitId& id, ReadMode) {
   return stored;
 }
 
-ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void* context) {
+ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) {
+  bool inline_share = room.inline_share;
   MemoryKey key = KeyOf(id);
   dshash_table* table = Table();
   bool swept = false;
@@ -279,10 +380,11 @@ ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void*
     // No entry: a step that would write nothing to no row needs none.
     RowWrite write;
     if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
-    if (!ReserveSlot(inline_share)) {
+    ModifyResult taken = TakeRoom(key, room);
+    if (taken != ModifyResult::kDone) {
       // Full: sweep the idle entries out, unless none can be idle yet.
       Micros now = ClockNow();
-      if (swept || !SweepMayFree(now)) return ModifyResult::kNoRoom;
+      if (swept || !SweepMayFree(now)) return taken;
       SweepIdle(table, now, InvalidOid);
       swept = true;
       continue;
@@ -294,7 +396,7 @@ ModifyResult Modify(const LimitId& id, bool inline_share, ModifyStep step, void*
       dshash_release_lock(table, entry);
     } else {
       dshash_delete_entry(table, entry);
-      ReleaseSlot(inline_share);
+      ReleaseRoom(key, inline_share);
     }
     return ModifyResult::kDone;
   }
@@ -307,6 +409,7 @@ bool DeleteLimit(const LimitId& id) {
   auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true));
   if (entry == nullptr) return false;
   ReleaseSlot(entry->inline_share);
+  UncountNameEntry(entry->key);
   dshash_delete_entry(table, entry);
   return true;
 }
@@ -400,6 +503,16 @@ void DefineMemoryStorage() {
   spec.init_header = InitHeader;
   spec.max_entries = MaxKeys;
   DefineSharedTable(SharedTable::kMemoryLimits, spec);
+  SharedTableSpec names{};
+  names.tranche_name = "ratelimit_memory_names";
+  names.key_size = sizeof(NameKey);
+  names.entry_size = sizeof(NameEntry);
+  names.compare = CompareNames;
+  names.hash = HashName;
+  names.header_size = sizeof(NamesHeader);
+  names.init_header = InitNamesHeader;
+  names.max_entries = MaxKeys;  // at most one name per entry
+  DefineSharedTable(SharedTable::kMemoryNames, names);
 }
 
 const Storage& MemoryStorage() { return kMemoryStorage; }
@@ -451,7 +564,8 @@ bool ReadMemoryEntry(FILE* file, bool* stored) {
   const MemoryKey& key = record.key;
   if (key.name_len < 1 || key.key_len < -1 || UsedBytes(key) > kIdentityBytes) return false;
   dshash_table* table = TableOrNull();
-  if (table == nullptr || !ReserveSlot(record.inline_share)) return true;
+  if (table == nullptr || TakeRoom(key, NewRowRoom{record.inline_share, 0}) != ModifyResult::kDone)
+    return true;
   MemoryEntry* entry = InsertEntry(table, key, record.inline_share);
   if (entry == nullptr) return true;  // a session made it since the start: its state stands
   Store(entry, record.row);

@@ -88,7 +88,7 @@ void GiveBack(SubTransactionId subid) {
     PendingGrant& grant = grants[i];
     if (grant.active) {
       RefundContext context{&grant, now};
-      grant.storage->modify(grant.call.id, false, RefundStep, &context);
+      grant.storage->modify(grant.call.id, NewRowRoom{false, 0}, RefundStep, &context);
     }
     grant.active = false;
     count = i;  // (an error midway leaves the rest to the transaction's abort)

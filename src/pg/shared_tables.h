@@ -1,7 +1,7 @@
 // The extension's one shared-memory module (shared_tables.cpp): PostgreSQL's
 // dshash tables over one DSA, each with a fixed-size header, for the memory
 // storage's limits (memory_storage.cpp) and ratelimit_stats' names
-// (stats.cpp).
+// (stats.cpp), and how many entries each memory limit name has.
 //
 // Where the memory comes from: with shared_preload_libraries = 'ratelimit',
 // a block of the main shared memory, sized at server start, holding the
@@ -24,8 +24,8 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-enum class SharedTable { kMemoryLimits, kStatsNames };
-constexpr int kSharedTables = 2;
+enum class SharedTable { kMemoryLimits, kMemoryNames, kStatsNames };
+constexpr int kSharedTables = 3;
 
 // What one table holds; given in _PG_init, before RequestSharedTables.
 struct SharedTableSpec {

@@ -72,9 +72,18 @@ struct KeyedRow {
 // the core runs there.
 using ModifyStep = bool (*)(const StoredState& stored, void* context, RowWrite* out);
 
+// What a new row of a storage without row locks may take: the share of
+// rows made under callers' inline configs (inline_share), and at most
+// name_rows rows of its name (0: no such bound).
+struct NewRowRoom {
+  bool inline_share;
+  int64 name_rows;
+};
+
 enum class ModifyResult {
-  kDone,    // the step ran (and its write, if any, was stored)
-  kNoRoom,  // the row is new and the storage is full of live rows: nothing ran
+  kDone,           // the step ran (and its write, if any, was stored)
+  kNoRoom,         // the row is new and the storage is full of live rows: nothing ran
+  kNoRoomForName,  // the row is new and its name has name_rows live rows: nothing ran
 };
 
 // A storage's steps. Each takes whatever lock it needs first and looks
@@ -128,9 +137,8 @@ struct Storage {
   int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out);
   // (Without row locks.) Runs `step` on the row of `id` (shard 0: such a
   // storage keeps one row per limit) under the storage's lock on it, and
-  // stores what it writes; a new row counts against the share of rows made
-  // under callers' inline configs when inline_share.
-  ModifyResult (*modify)(const LimitId& id, bool inline_share, ModifyStep step, void* context);
+  // stores what it writes; a new row must fit `room`.
+  ModifyResult (*modify)(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context);
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

@@ -406,6 +406,9 @@ TEST_F(ApiTest, MemoryStorage) {
   const std::string name = Name("memory");
   const std::string config = ratelimit::Config::token_bucket(3, hours(1)).memory().json();
   EXPECT_EQ(config, R"({"kind": "token bucket", "rate": 3, "period": 3600000, "storage": "memory"})");
+  EXPECT_EQ(
+      ratelimit::Config::token_bucket(3, hours(1)).memory().memory_keys(1000).json(),
+      R"({"kind": "token bucket", "rate": 3, "period": 3600000, "storage": "memory", "memoryKeys": 1000})");
   const std::string keep = ratelimit::Config::fixed_window(3, hours(1)).memory().keep_on_rollback().json();
   EXPECT_EQ(
       keep,
