@@ -136,18 +136,12 @@ bool LockOrCreate(const LimitId& id, const RowWrite& initial, bool wait, bool an
 }
 
 constexpr Storage kTableStorage = {
-    "table",
-    true,
-    ReadState,
-    ReadAllShardsSql,
-    InsertState,
-    LockOrCreate,
-    UpdateIfUnchanged,
-    UpdateLocked,
-    DeleteLimit,
-    DeleteIdleStatesSql,
-    ScanStatusRowsSql,
-    LockRowsForChangeSql,
+    "table",           true,
+    ReadState,         ReadAllShardsSql,
+    InsertState,       LockOrCreate,
+    UpdateIfUnchanged, UpdateLocked,
+    DeleteLimit,       DeleteIdleStatesSql,
+    ScanStatusRowsSql, LockRowsForChangeSql,
     nullptr,
 };
 
