@@ -147,6 +147,11 @@ void LockConfigTables() {
 
 }  // namespace
 
+bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
+  LockConfigTables();
+  return LookupOverride(id, out) || NamedConfig(id, out);
+}
+
 void ResolveConfig(LimitCall* call) {
   LockConfigTables();
   call->generation = ConfigGeneration();

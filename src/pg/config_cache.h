@@ -14,6 +14,10 @@ void InlineConfig(Jsonb* config, LimitConfig* out);
 // definition (42704 if there is none). The definition and override tables
 // are locked first (lock, then look).
 void ResolveConfig(LimitCall* call);
+// The owner's config of a limit, as calls apply it before OwnerBounded:
+// the key's override, else the definition (cached, after the config tables'
+// locks, as ResolveConfig); false when it has neither.
+bool OwnerConfigOf(const LimitId& id, LimitConfig* out);
 // ResolveConfig, then the request validated against the config (22023) and
 // the window origin derived. Needs SPI.
 void CompleteLimitCall(LimitCall* call);

@@ -8,12 +8,10 @@
 #include "config_cache.h"
 #include "consume.h"
 #include "consume_all.h"
-#include "definitions.h"
 #include "errors.h"
 #include "fn_args.h"
 #include "http_headers.h"
 #include "limits_json.h"
-#include "overrides.h"
 #include "policy.h"
 #include "stats.h"
 #include "storage_registry.h"
@@ -91,7 +89,7 @@ Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); 
 // definition) keeps it in memory.
 bool OwnerKeepsInMemory(const LimitId& id) {
   LimitConfig config;
-  return (LookupOverride(id, &config) || LookupDefinedConfig(id.name_text, &config)) && config.memory;
+  return OwnerConfigOf(id, &config) && config.memory;
 }
 
 // Deletes the limit from every storage. In a read-only transaction only

@@ -21,8 +21,7 @@
 #include "memory_storage.h"
 
 #include "clock.h"
-#include "definitions.h"
-#include "overrides.h"
+#include "config_cache.h"
 #include "row_codec.h"
 #include "shared_tables.h"
 
@@ -471,8 +470,7 @@ void ScanStatus(StatusRowSink sink, void* context) {
     }
     row.stored = StoredStateOfWrite(entries[i].row);
     // The config calls apply: the key's override, else the definition.
-    row.has_owner_config =
-        LookupOverride(row.id, &row.owner_config) || LookupDefinedConfig(row.id.name_text, &row.owner_config);
+    row.has_owner_config = OwnerConfigOf(row.id, &row.owner_config);
     sink(row, context);
   }
   pfree(entries);
@@ -493,26 +491,13 @@ void DefineMemoryStorage() {
       "Half of them may be made under callers' inline configs. With shared_preload_libraries = 'ratelimit' "
       "it sizes the shared memory at server start.",
       &memory_max_keys, 10000, 1, 100000000, context, 0, nullptr, nullptr, nullptr);
-  SharedTableSpec spec{};
-  spec.tranche_name = "ratelimit_memory";
-  spec.key_size = sizeof(MemoryKey);
-  spec.entry_size = sizeof(MemoryEntry);
-  spec.compare = CompareKeys;
-  spec.hash = HashKey;
-  spec.header_size = sizeof(MemoryHeader);
-  spec.init_header = InitHeader;
-  spec.max_entries = MaxKeys;
-  DefineSharedTable(SharedTable::kMemoryLimits, spec);
-  SharedTableSpec names{};
-  names.tranche_name = "ratelimit_memory_names";
-  names.key_size = sizeof(NameKey);
-  names.entry_size = sizeof(NameEntry);
-  names.compare = CompareNames;
-  names.hash = HashName;
-  names.header_size = sizeof(NamesHeader);
-  names.init_header = InitNamesHeader;
-  names.max_entries = MaxKeys;  // at most one name per entry
-  DefineSharedTable(SharedTable::kMemoryNames, names);
+  DefineSharedTable(SharedTable::kMemoryLimits,
+                    SharedTableSpec{"ratelimit_memory", sizeof(MemoryKey), sizeof(MemoryEntry), CompareKeys,
+                                    HashKey, sizeof(MemoryHeader), InitHeader, MaxKeys});
+  DefineSharedTable(
+      SharedTable::kMemoryNames,
+      SharedTableSpec{"ratelimit_memory_names", sizeof(NameKey), sizeof(NameEntry), CompareNames, HashName,
+                      sizeof(NamesHeader), InitNamesHeader, MaxKeys /* at most one name per entry */});
 }
 
 const Storage& MemoryStorage() { return kMemoryStorage; }
