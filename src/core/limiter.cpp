@@ -67,6 +67,12 @@ Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, 
   return d;
 }
 
+Decision RefundTaken(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                     double count, Micros taken) noexcept {
+  if (config.kind != Kind::kTokenBucket && ValueAt(config, state, now, origin).ts != taken) return Decision{};
+  return Refund(config, state, now, origin, count);
+}
+
 Decision ApplyJitter(const LimitConfig& config, const Decision& decision, double unit) noexcept {
   if (!config.has_jitter || decision.ok || !decision.has_retry) return decision;
   Micros span = config.jitter_is_period ? config.period : config.jitter;

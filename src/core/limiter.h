@@ -26,6 +26,13 @@ Reading ValueAt(const LimitConfig& config, const LimitState& state, Micros now, 
 Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
                 double count) noexcept;
 
+// Gives back a grant of `count` taken when its window started at `taken`
+// (the decision's next.ts), as a rolled-back grant is: Refund's answer, or
+// ok false (nothing to store) for a window kind whose window that was is
+// over (its grant went with it). A token bucket always gives back.
+Decision RefundTaken(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
+                     double count, Micros taken) noexcept;
+
 // Adds a random delay in [0, jitter) to a refused decision's retry time;
 // `unit` is a uniform random number in [0, 1). Grants and reservations are
 // returned unchanged: their times are exact.

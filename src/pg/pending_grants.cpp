@@ -60,10 +60,9 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   if (!stored.state.exists) return false;  // no row: as full as a refund could make it
   LimitState live = LiveFor(call, stored, refund->now);
   if (!live.exists) return false;
-  if (call.config.kind != ratelimit::Kind::kTokenBucket &&
-      ratelimit::ValueAt(call.config, live, refund->now, call.origin).ts != refund->grant->window)
-    return false;
-  Decision d = ratelimit::Refund(call.config, live, refund->now, call.origin, refund->grant->amount);
+  Decision d = ratelimit::RefundTaken(call.config, live, refund->now, call.origin, refund->grant->amount,
+                                      refund->grant->window);
+  if (!d.ok) return false;
   *out = WriteOf(call, d.next, d.full_at);
   return true;
 }

@@ -185,6 +185,33 @@ TEST(Refund, RandomRowsGiveBackMinOfAmountAndRoom) {
   }
 }
 
+// ---- RefundTaken (a rolled-back grant) -----------------------------------
+
+TEST(RefundTaken, WindowKindsGiveBackOnlyIntoTheWindowTakenFrom) {
+  for (LimitConfig c : {FixedWindow(5, kMinute), SlidingWindow(5, kMinute)}) {
+    Request one{1, false};
+    Decision taken = Decide(c, LimitState{}, kT0 + kSecond, 0, one);
+    ASSERT_TRUE(taken.ok);
+    // In the same window: the grant comes back, as Refund gives it.
+    Decision back = RefundTaken(c, taken.next, kT0 + 30 * kSecond, 0, 1, taken.next.ts);
+    EXPECT_TRUE(back.ok);
+    EXPECT_DOUBLE_EQ(back.remaining, 5);
+    EXPECT_DOUBLE_EQ(back.next.value, Refund(c, taken.next, kT0 + 30 * kSecond, 0, 1).next.value);
+    // In the next window: that window is over, nothing to give back into.
+    EXPECT_FALSE(RefundTaken(c, taken.next, kT0 + kMinute + kSecond, 0, 1, taken.next.ts).ok);
+  }
+}
+
+TEST(RefundTaken, TokenBucketAlwaysGivesBackCappedAtCapacity) {
+  LimitConfig c = TokenBucket(10, kMinute);
+  Decision taken = Decide(c, LimitState{}, kT0, 0, Request{4, false});
+  ASSERT_TRUE(taken.ok);
+  Decision soon = RefundTaken(c, taken.next, kT0 + 6 * kSecond, 0, 4, taken.next.ts);
+  EXPECT_TRUE(soon.ok);
+  EXPECT_DOUBLE_EQ(soon.remaining, 10);  // 6 + 1 refilled + 4, capped at 10
+  EXPECT_TRUE(RefundTaken(c, taken.next, kT0 + kHour, 0, 4, taken.next.ts).ok);
+}
+
 // ---- ApplyJitter -----------------------------------------------------------
 
 void ExpectSameDecision(const Decision& a, const Decision& b) {
