@@ -308,16 +308,9 @@ void DefineStatsGucs() {
                           1000, 1, 1000000, context, 0, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable("ratelimit.track_stats", "Counts decisions in ratelimit_stats.", nullptr,
                            &track_stats, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-  SharedTableSpec spec{};
-  spec.tranche_name = "ratelimit_stats";
-  spec.key_size = sizeof(StatsKey);
-  spec.entry_size = sizeof(StatsEntry);
-  spec.compare = CompareKeys;
-  spec.hash = HashKey;
-  spec.header_size = sizeof(StatsHeader);
-  spec.init_header = InitHeader;
-  spec.max_entries = MaxNames;
-  DefineSharedTable(SharedTable::kStatsNames, spec);
+  DefineSharedTable(SharedTable::kStatsNames,
+                    SharedTableSpec{"ratelimit_stats", sizeof(StatsKey), sizeof(StatsEntry), CompareKeys,
+                                    HashKey, sizeof(StatsHeader), InitHeader, MaxNames});
 }
 
 void CountDecision(const LimitCall& call, const Decision& decision, bool shadow_refused) {

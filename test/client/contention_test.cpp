@@ -845,13 +845,15 @@ TEST_P(RollbackTest, RolledBackTokensReturn) {
   }
 }
 
+// A kind parameter's test name: the kind with '_' for ' ' ("token_bucket").
+std::string KindTestName(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), ' ', '_');
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, RollbackTest,
-                         ::testing::Values("token bucket", "fixed window", "sliding window"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), ' ', '_');
-                           return name;
-                         });
+                         ::testing::Values("token bucket", "fixed window", "sliding window"), KindTestName);
 
 // e. Two limits in one transaction, consumed by concurrent clients in
 // opposite orders with separate ratelimit_limit calls. 16 connections: 4 take
@@ -1273,12 +1275,7 @@ TEST_P(MemoryGiveBackTest, CommittedEqualsTaken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, MemoryGiveBackTest,
-                         ::testing::Values("token bucket", "fixed window", "sliding window"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), ' ', '_');
-                           return name;
-                         });
+                         ::testing::Values("token bucket", "fixed window", "sliding window"), KindTestName);
 
 // m3. Random keys: 32 connections, 12 keys chosen at random, token buckets
 // of capacity 3 refilled 3 in 100 hours (< 0.001 token in 100 s), with rollbacks,
