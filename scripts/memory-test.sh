@@ -69,12 +69,13 @@ memory_value() {
 idle_session_timeout_gives_back() {
   local cfg='{"kind": "fixed window", "rate": 5, "period": "1 day", "storage": "memory"}' pid value
   psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
-  # The session sets the timeout, takes 3 and stays idle in its transaction
-  # (psql waits for the shell) until the server ends it.
-  { echo "SET idle_in_transaction_session_timeout = '100ms';"
-    echo "BEGIN;"
+  # The session takes 3, then sets the timeout (so a pause between the
+  # statements before it, on a loaded machine, ends nothing early) and stays
+  # idle in its transaction (psql waits for the shell) until the server ends it.
+  { echo "BEGIN;"
     echo "SELECT pg_backend_pid();"
     echo "SELECT remaining FROM ratelimit_limit('idle', 'k', '$cfg', 3);"
+    echo "SET idle_in_transaction_session_timeout = '100ms';"
     sleep 2
     echo "SELECT 1;"; } | psql_value -q -v ON_ERROR_STOP=0 >"$CLUSTER_DIR/idle.out" 2>&1 || true
   pid=$(head -1 "$CLUSTER_DIR/idle.out")
