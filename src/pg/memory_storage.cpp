@@ -308,8 +308,9 @@ bool SweepMayFree(Micros now) {
 // A sweep of every database also moves next_idle_at to the earliest idle_at
 // it leaves: raised to "never" as it starts (a concurrent write lowers it
 // again; a concurrent full table sweeps too, while sweeps > 0), then
-// lowered to what it saw. An error midway leaves it at "never" with
-// sweeps > 0 for good, which only means every full table sweeps.
+// lowered to what it saw. Nothing in it can raise (dshash's scan and
+// deletes, and the names table's find and delete, neither allocate nor
+// wait for interrupts), so sweeps always comes back down.
 int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   bool all = database == InvalidOid;
   uint64 earliest = PG_UINT64_MAX;
