@@ -6,8 +6,12 @@
 #     project's ("..."), which bring PostgreSQL's in (STYLE: C++ first);
 #   - no two modules of src/pg depend on each other, directly or through
 #     others: the graph "x.cpp or x.h includes y.h" (y another module) has
-#     no cycle.
-# Prints what is wrong and exits 1; needs only coreutils (tsort).
+#     no cycle;
+#   - every name or key an error quotes with %.*s is cut by the one echo
+#     helper, EchoLength (errors.h): a statement of src/pg with n %.*s in its
+#     strings calls EchoLength( at least n times, so no raw cut such as
+#     std::min(len, 64) can end a message in half a multibyte character.
+# Prints what is wrong and exits 1; needs only coreutils (tsort) and perl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +34,29 @@ for file in src/pg/*.cpp src/pg/*.h; do
   fi
 done
 
+# Comments and character literals blanked, each string literal reduced to
+# one \001 per %.*s it holds, statements split at ';'.
+unechoed=$(perl -0777 -ne '
+  s{(//[^\n]*|/\*.*?\*/|\x27(?:\\.|[^\x27\\])*\x27|"(?:\\.|[^"\\])*")}{
+    my $t = $1;
+    $t =~ /^"/ ? "\"" . ("\001" x (() = $t =~ /%\.\*s/g)) . "\"" : "\n" x ($t =~ tr/\n//)
+  }gse;
+  my $line = 1;
+  for my $statement (split /;/) {
+    my $quoted = () = $statement =~ /\001/g;
+    my $echoed = () = $statement =~ /\bEchoLength\(/g;
+    if ($quoted > $echoed) {
+      my $at = $line + (($statement =~ /^(\s*)/)[0] =~ tr/\n//);
+      print "$ARGV:$at: $quoted %.*s, $echoed EchoLength\n";
+    }
+    $line += ($statement =~ tr/\n//);
+  }' src/pg/*.cpp)
+if [ -n "$unechoed" ]; then
+  echo "check-layout: a name or key quoted with %.*s but not cut by EchoLength (errors.h):" >&2
+  echo "$unechoed" >&2
+  status=1
+fi
+
 edges=$(mktemp)
 trap 'rm -f "$edges"' EXIT
 for cpp in src/pg/*.cpp; do
@@ -47,5 +74,5 @@ if ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   status=1
 fi
 rm -f "$edges.err"
-[ $status -eq 0 ] && echo "check-layout: $(ls src/core/*.cpp src/pg/*.cpp | wc -l) modules, each with its header; no dependency cycle"
+[ $status -eq 0 ] && echo "check-layout: $(ls src/core/*.cpp src/pg/*.cpp | wc -l) modules, each with its header; no dependency cycle; every %.*s cut by EchoLength"
 exit $status

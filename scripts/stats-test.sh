@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Tests ratelimit_stats with shared memory: a throwaway cluster of its own
 # started with shared_preload_libraries = 'ratelimit' and
-# ratelimit.stats_max_names = 3, then pg_regress (test/stats/sql) and the
-# isolation spec counting lock waits (test/stats/specs); then a second
+# ratelimit.stats_max_names = 3, then pg_regress (test/stats/sql: what is
+# counted, and stats_databases: per database, what a plain role and a
+# pg_read_all_stats member read) and the isolation spec counting lock
+# waits (test/stats/specs); then a second
 # cluster with the largest ratelimit.stats_max_names, 1000000 (about 1.1 GB
 # of shared memory): the C++ client's stats() test, and stats_many, which
 # fills every slot (a million calls: about half a minute).
@@ -40,7 +42,7 @@ start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.stats_max_names
 # STATS_TEST_OUT keeps the results (a host path; below RATELIMIT_CHROOT when
 # that is set); by default they go with the cluster's directory.
 OUT=${STATS_TEST_OUT:-$CLUSTER_DIR/stats-results}
-stats_regress "$PG_REGRESS" "$OUT" --dbname=stats_regression stats_preload || failed=1
+stats_regress "$PG_REGRESS" "$OUT" --dbname=stats_regression stats_preload stats_databases || failed=1
 stats_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=stats_isolation lock_waits || failed=1
 check_server_log_for_crashes || failed=1
 stop_cluster

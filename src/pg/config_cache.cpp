@@ -172,7 +172,8 @@ void ResolveConfig(LimitCall* call) {
     call->config = ratelimit::OwnerBounded(defined);
   } else if (!has_override) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                    errmsg("rate limit \"%.*s\" is not defined", call->id.name_len, call->id.name),
+                    errmsg("rate limit \"%.*s\" is not defined", EchoLength(call->id.name, call->id.name_len),
+                           call->id.name),
                     errhint("Pass a config, or define the limit with ratelimit_define().")));
   }
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);

@@ -1,7 +1,6 @@
 // A memory limit's decisions (consume_memory.h): the core decides under the
 // row's short lock, at the clock read under it (so calls on one limit are
 // decided in the order of their clocks, as a table row's lock orders them).
-#include <algorithm>
 
 #include "consume_memory.h"
 #include "storage_registry.h"
@@ -58,13 +57,13 @@ NewRowRoom RoomFor(const LimitCall& call) {
   if (for_name)
     ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                     errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
-                           std::min(call.id.name_len, 64), call.id.name, call.config.memory_keys),
+                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.memory_keys),
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
   ereport(ERROR,
           (errcode(ERRCODE_OUT_OF_MEMORY),
            errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
-                  std::min(call.id.name_len, 64), call.id.name),
+                  EchoLength(call.id.name, call.id.name_len), call.id.name),
            errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
                                        : "Every entry, or every entry of the half that limits called with "
                                          "inline configs may take, holds a limit that is not back in its "

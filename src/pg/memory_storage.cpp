@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "config_cache.h"
+#include "errors.h"
 #include "row_codec.h"
 #include "shared_tables.h"
 
@@ -238,8 +239,8 @@ MemoryKey KeyOf(const LimitId& id) {
     ereport(ERROR,
             (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
              errmsg("the name and key of a memory limit take at most %d bytes together", kIdentityBytes),
-             errdetail("Rate limit \"%.*s\" and its key take %d bytes.", std::min(id.name_len, 64), id.name,
-                       id.name_len + (id.key != nullptr ? id.key_len : 0)),
+             errdetail("Rate limit \"%.*s\" and its key take %d bytes.", EchoLength(id.name, id.name_len),
+                       id.name, id.name_len + (id.key != nullptr ? id.key_len : 0)),
              errhint("Pass a digest of a long key (for example md5(key)), or use \"storage\": \"table\".")));
   return key;
 }

@@ -1,11 +1,20 @@
-// Decision counters per limit name, in shared memory, for the
+// Decision counters per database and limit name, in shared memory, for the
 // ratelimit_stats view: granted, refused, shadow refusals, tokens granted,
 // lock waits and memory-full refusals, cumulative like pg_stat_* (a
 // decision is counted when it is made, whatever its transaction does later).
 //
+// Who reads what: the counters are a server's, the names often a tenant's
+// (an e-mail address, a customer id), so a role reads only its own
+// database's names, as pg_stat_user_tables shows only the current
+// database's tables; superusers and pg_read_all_stats members (whom
+// pg_stat_statements shows every query) read every database's counters,
+// summed per name (the view has no database column: each name one row, as
+// 0.6.0 showed it), and the overflow row, which counts names of every
+// database.
+//
 // The names are a dshash table of the shared-memory module
-// (shared_tables.h), keyed by the name whole; its header holds the reset
-// time and one overflow entry that counts every name past
+// (shared_tables.h), keyed by the database and the name whole; its header
+// holds the reset time and one overflow entry that counts every name past
 // ratelimit.stats_max_names. Where the memory comes from is the module's
 // (none on 15 without the preload: the view is empty). A name's counters
 // change under its entry's spinlock, with the partition lock held shared; a
@@ -29,11 +38,13 @@
 #include "shared_tables.h"
 
 extern "C" {
+#include "catalog/pg_authid.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/spin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -44,6 +55,7 @@ namespace ratelimit_pg {
 namespace {
 
 struct StatsKey {
+  Oid database;  // two databases' limits of one name are counted apart
   int32 name_len;
   char name[kMaxNameBytes];  // name_len bytes; the rest is never read
 };
@@ -80,16 +92,18 @@ bool track_stats = true;  // ratelimit.track_stats
 int MaxNames() { return stats_max_names; }
 uint32 UndefinedMaxNames() { return static_cast<uint32>(std::max(1, stats_max_names / 2)); }
 
-// The hash of the name under the table's seed (arg: the header).
+// The hash of the database and name under the table's seed (arg: the header).
 dshash_hash HashKey(const void* v, size_t, void* arg) {
   const auto* key = static_cast<const StatsKey*>(v);
-  return SeededHash(key->name, key->name_len, static_cast<const StatsHeader*>(arg)->seed);
+  uint32 name_hash = SeededHash(key->name, key->name_len, static_cast<const StatsHeader*>(arg)->seed);
+  return hash_combine(name_hash, murmurhash32(key->database));
 }
 
 int CompareKeys(const void* a, const void* b, size_t, void*) {
   const auto* x = static_cast<const StatsKey*>(a);
   const auto* y = static_cast<const StatsKey*>(b);
-  return x->name_len == y->name_len && std::memcmp(x->name, y->name, x->name_len) == 0 ? 0 : 1;
+  if (x->database != y->database || x->name_len != y->name_len) return 1;
+  return std::memcmp(x->name, y->name, x->name_len) == 0 ? 0 : 1;
 }
 
 void InitHeader(void* memory) {
@@ -168,6 +182,7 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
   // Only the name's bytes are set: the hash, the comparison and the rows read
   // no further (an insert copies the rest, unread).
   StatsKey key;
+  key.database = MyDatabaseId;
   key.name_len = std::min(id.name_len, kMaxNameBytes);
   std::memcpy(key.name, id.name, key.name_len);
   if (auto* entry = static_cast<StatsEntry*>(dshash_find(table, &key, false))) {
@@ -226,6 +241,20 @@ struct CopiedName {
   Counters counters;
 };
 
+void AddCounters(Counters* to, const Counters& from) {
+  to->granted += from.granted;
+  to->refused += from.refused;
+  to->shadow_refused += from.shadow_refused;
+  to->lock_waits += from.lock_waits;
+  to->memory_full += from.memory_full;
+  to->tokens_granted += from.tokens_granted;
+}
+
+// Whether the caller reads every database's counters and the overflow row:
+// superusers and pg_read_all_stats members (see the top of the file).
+bool ReadsEveryDatabase() { return has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS); }
+
+// By name (the database aside: one name's rows of several databases meet).
 int CompareCopied(const void* left, const void* right) {
   const StatsKey* a = static_cast<const CopiedName*>(left)->key;
   const StatsKey* b = static_cast<const CopiedName*>(right)->key;
@@ -241,6 +270,7 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   StatsHeader* header = nullptr;
   dshash_table* table = Table(&header);
   if (table == nullptr) return static_cast<Datum>(0);
+  bool every_database = ReadsEveryDatabase();  // before any lock: it may read the catalog
   // Copied a partition at a time under its lock (only the names' bytes),
   // formed after; in name order, the overflow row (name NULL) last.
   int capacity = 64;
@@ -249,12 +279,14 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, false);
   while (auto* entry = static_cast<StatsEntry*>(dshash_seq_next(&scan))) {
+    if (!every_database && entry->key.database != MyDatabaseId) continue;
     if (count == capacity) {
       capacity *= 2;
       copied = static_cast<CopiedName*>(repalloc_huge(copied, sizeof(CopiedName) * capacity));
     }
     CopiedName& out = copied[count++];
     out.key = static_cast<StatsKey*>(palloc(offsetof(StatsKey, name) + entry->key.name_len));
+    out.key->database = entry->key.database;
     out.key->name_len = entry->key.name_len;
     std::memcpy(out.key->name, entry->key.name, entry->key.name_len);
     SpinLockAcquire(&entry->mutex);
@@ -268,11 +300,16 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   Counters overflow = header->overflow;
   SpinLockRelease(&header->mutex);
   qsort(copied, count, sizeof(CopiedName), CompareCopied);
-  for (int i = 0; i < count; ++i) {
-    PutStatsRow(rsinfo->setResult, rsinfo->setDesc, copied[i].key, copied[i].counters, reset);
+  // One row per name: a name's rows of several databases (only a role
+  // reading every database gets them) are summed.
+  for (int i = 0, next = 0; i < count; i = next) {
+    Counters sum = copied[i].counters;
+    for (next = i + 1; next < count && CompareCopied(&copied[i], &copied[next]) == 0; ++next)
+      AddCounters(&sum, copied[next].counters);
+    PutStatsRow(rsinfo->setResult, rsinfo->setDesc, copied[i].key, sum, reset);
     CHECK_FOR_INTERRUPTS();
   }
-  if (overflowed) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, nullptr, overflow, reset);
+  if (overflowed && every_database) PutStatsRow(rsinfo->setResult, rsinfo->setDesc, nullptr, overflow, reset);
   return static_cast<Datum>(0);
 }
 
