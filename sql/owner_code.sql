@@ -255,6 +255,108 @@ ALTER TABLE ratelimit_state ALTER COLUMN ts TYPE timestamptz USING to_timestamp(
 DROP FUNCTION public.us_to_ts(bigint);
 DROP FUNCTION public.ts_to_us(timestamptz);
 
+-- The same attack through the config tables: an owner's audit trigger on
+-- ratelimit_definition and ratelimit_override, written the common way (SET
+-- search_path = public, an unqualified table name), and a role granted
+-- only EXECUTE on ratelimit_define, undefine, override and unoverride
+-- (README: "owner (grant it)") that shadows the audit table with a
+-- temporary one whose trigger tries to make it a superuser. The writes run
+-- as the owner, so they are refused (42501) and nothing is written; the
+-- caller stays what it was. The owner's own calls run the trigger.
+CREATE TABLE public.config_audit (tbl name, name text, by_role name);
+CREATE FUNCTION public.audit_config() RETURNS trigger LANGUAGE plpgsql SET search_path = public AS $$
+DECLARE
+  r record;
+BEGIN
+  IF TG_OP = 'DELETE' THEN r := OLD; ELSE r := NEW; END IF;
+  INSERT INTO config_audit VALUES (TG_TABLE_NAME, r.name, current_user);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER audit_definition AFTER INSERT OR UPDATE OR DELETE ON ratelimit_definition
+  FOR EACH ROW EXECUTE FUNCTION public.audit_config();
+CREATE TRIGGER audit_override AFTER INSERT OR UPDATE OR DELETE ON ratelimit_override
+  FOR EACH ROW EXECUTE FUNCTION public.audit_config();
+SELECT ratelimit_define('oc-cfg', '{"kind": "token bucket", "rate": 5, "period": 60000}');
+SELECT ratelimit_override('oc-cfg', 'vip', '{"kind": "token bucket", "rate": 50, "period": 60000}');
+CREATE ROLE oc_admin;
+GRANT EXECUTE ON FUNCTION ratelimit_define(text, jsonb), ratelimit_undefine(text),
+  ratelimit_override(text, text, jsonb), ratelimit_unoverride(text, text) TO oc_admin;
+GRANT INSERT ON public.config_audit TO oc_admin;
+\c
+\i test/sql_support/setup.sql
+SET ratelimit.now = '2026-03-01 12:00:00+00';
+SET ROLE oc_admin;
+CREATE TEMP TABLE config_audit (tbl name, name text, by_role name);
+CREATE FUNCTION pg_temp.evil() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'evil() runs as %', current_user;
+  BEGIN
+    EXECUTE 'ALTER ROLE oc_admin SUPERUSER';
+    RAISE NOTICE 'evil() made oc_admin a superuser';
+  EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'evil() could not escalate (42501)';
+  END;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER evil BEFORE INSERT ON config_audit FOR EACH ROW EXECUTE FUNCTION pg_temp.evil();
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc-cfg', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc-cfg-new', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_override('oc-cfg', 'vip', '{"kind": "token bucket", "rate": 60, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_override('oc-cfg', 'other', '{"kind": "token bucket", "rate": 60, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_unoverride('oc-cfg', 'vip') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_undefine('oc-cfg') $$);
+SELECT count(*) AS caller_rows FROM config_audit;
+RESET ROLE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'oc_admin';
+SELECT name, config ->> 'rate' AS rate FROM ratelimit_definition WHERE name LIKE 'oc-cfg%' ORDER BY name;
+SELECT name, key, config ->> 'rate' AS rate FROM ratelimit_override WHERE name = 'oc-cfg' ORDER BY key;
+-- Without the owner's triggers the granted role's calls work: the
+-- extension's own statement triggers, which tell every backend of the
+-- change, are none of the owner's code.
+DROP TRIGGER audit_definition ON ratelimit_definition;
+DROP TRIGGER audit_override ON ratelimit_override;
+SET ROLE oc_admin;
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc-cfg', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_override('oc-cfg', 'vip', '{"kind": "token bucket", "rate": 60, "period": 60000}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_unoverride('oc-cfg', 'vip') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_undefine('oc-cfg') $$);
+RESET ROLE;
+SELECT count(*) AS definitions_left FROM ratelimit_definition WHERE name LIKE 'oc-cfg%';
+-- Other code of the owner's on the config tables, refused for the same
+-- role: a column default, a CHECK, an index (the installed primary key is
+-- none of these), a rule.
+ALTER TABLE ratelimit_definition ADD COLUMN defined_by name DEFAULT current_user;
+SET ROLE oc_admin;
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc-cfg', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+RESET ROLE;
+ALTER TABLE ratelimit_definition DROP COLUMN defined_by;
+ALTER TABLE ratelimit_override ADD CONSTRAINT rate_given CHECK (config ? 'rate');
+SET ROLE oc_admin;
+SELECT pg_temp.try($$ SELECT ratelimit_override('oc-cfg', 'vip', '{"kind": "token bucket", "rate": 60, "period": 60000}') $$);
+RESET ROLE;
+ALTER TABLE ratelimit_override DROP CONSTRAINT rate_given;
+CREATE INDEX definition_kind ON ratelimit_definition ((config ->> 'kind'));
+SET ROLE oc_admin;
+SELECT pg_temp.try($$ SELECT ratelimit_define('oc-cfg', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+RESET ROLE;
+DROP INDEX definition_kind;
+CREATE RULE keep_overrides AS ON DELETE TO ratelimit_override DO INSTEAD NOTHING;
+SELECT ratelimit_override('oc-cfg', 'vip', '{"kind": "token bucket", "rate": 60, "period": 60000}');
+SET ROLE oc_admin;
+SELECT pg_temp.try($$ SELECT ratelimit_unoverride('oc-cfg', 'vip') $$);
+RESET ROLE;
+DROP RULE keep_overrides ON ratelimit_override;
+SELECT ratelimit_unoverride('oc-cfg', 'vip');
+SELECT tbl, name, by_role, count(*) FROM public.config_audit GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+DROP FUNCTION public.audit_config();
+DROP TABLE public.config_audit;
+
+-- A C function on the library that is not a member of the extension (only
+-- a superuser can create one): it has no extension to find tables in.
+CREATE FUNCTION public.stray_define(text, jsonb) RETURNS void AS 'ratelimit', 'ratelimit_define_invoker' LANGUAGE C;
+SELECT pg_temp.try($$ SELECT public.stray_define('oc-stray', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
+DROP FUNCTION public.stray_define(text, jsonb);
+
 -- An inheritance child holding a row of the same limit: a clear error
 -- naming the cause (21000), nothing written.
 CREATE TABLE public.state_child () INHERITS (ratelimit_state);
@@ -287,6 +389,7 @@ SELECT ratelimit_undefine('oc-rls');
 DROP FUNCTION public.audit_state();
 DROP TABLE public.audit;
 SELECT ratelimit_reset('oc-tz', 'k');
-DROP OWNED BY oc_mallory, oc_app;
+DROP OWNED BY oc_mallory, oc_app, oc_admin;
 DROP ROLE oc_mallory;
 DROP ROLE oc_app;
+DROP ROLE oc_admin;

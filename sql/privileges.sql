@@ -127,18 +127,21 @@ DROP FUNCTION sql_scope_check(smallint);
 DROP FUNCTION sql_scope_probe();
 DROP TABLE sql_scope_log;
 
--- The SQL runs as the function's owner, as SECURITY DEFINER ran it, even if
--- the tables are given to another role (which has no rights on the other
--- table, nor the functions' owner's rights).
+-- The extension's tables are its members owned by its owner: a table given
+-- to another role is not the extension's any more (42P01 naming it,
+-- nothing written) until it is given back.
+SELECT ratelimit_define('priv-owner', '{"kind": "token bucket", "rate": 2, "period": 60000}');
 CREATE ROLE ratelimit_maint;
 ALTER TABLE ratelimit_state OWNER TO ratelimit_maint;
-SELECT ratelimit_define('priv-owner', '{"kind": "token bucket", "rate": 2, "period": 60000}');
+SET ROLE ratelimit_app;
+SELECT pg_temp.try($$ SELECT ratelimit_limit('priv-owner', 'new-key') $$);
+RESET ROLE;
+ALTER TABLE ratelimit_state OWNER TO CURRENT_USER;
+DROP ROLE ratelimit_maint;
 SET ROLE ratelimit_app;
 SELECT ok FROM ratelimit_limit('priv-owner', 'new-key');
 RESET ROLE;
 SELECT name, key, kind FROM ratelimit_status WHERE name = 'priv-owner';
-ALTER TABLE ratelimit_state OWNER TO CURRENT_USER;
-DROP ROLE ratelimit_maint;
 
 REVOKE EXECUTE ON FUNCTION ratelimit_reset(text, text) FROM ratelimit_app;
 DROP ROLE ratelimit_app;

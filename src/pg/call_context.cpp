@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "executor/spi.h"
+#include "utils/regproc.h"
 }
 
 namespace ratelimit_pg {
@@ -13,7 +14,16 @@ namespace ratelimit_pg {
 Oid ConnectStorage(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
   const FunctionFacts& facts = FactsOfFunction(fcinfo->flinfo->fn_oid);
-  SetExtensionNamespace(facts.namespace_oid);
+  // The extension's objects are found as its members: a function outside
+  // it (a C function someone created on the library) has none.
+  if (!OidIsValid(facts.extension))
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("ratelimit: function %s is not a member of extension ratelimit",
+                           format_procedure(facts.function)),
+                    errdetail("The library finds its tables as members of the extension the called function "
+                              "belongs to."),
+                    errhint("Call the functions CREATE EXTENSION ratelimit created.")));
+  SetExtension(facts.extension, facts.extension_owner, facts.extension_namespace);
   return SetSqlRole(facts.owner);
 }
 

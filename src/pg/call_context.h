@@ -1,6 +1,6 @@
 // The context of one call of an SQL function (call_context.cpp): SPI
-// connected, the extension's schema set and the role its SQL runs as (the
-// called function's owner).
+// connected, the extension (its schema and owner) set and the role its SQL
+// runs as (the called function's owner).
 #pragma once
 
 #include "limit_call.h"
@@ -11,8 +11,9 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-// Connects SPI for one call and sets up its context: the schema is the
-// called function's (the extension's), its SQL runs as the function's
+// Connects SPI for one call and sets up its context: the extension is the
+// one the called function is a member of (55000 if none), whose tables are
+// found among its members in its schema; its SQL runs as the function's
 // owner. Returns the previous SQL role, which DisconnectStorage restores (a
 // call from inside another call's SQL, e.g. a trigger, must not change the
 // outer call's role).

@@ -4,8 +4,16 @@
 #include "catalog.h"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "storage/lmgr.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -18,15 +26,22 @@ namespace {
 constexpr const char* kStateTableName = "ratelimit_state";
 constexpr const char* kDefinitionTableName = "ratelimit_definition";
 constexpr const char* kOverrideTableName = "ratelimit_override";
+constexpr const char* kTriggerFunctionSymbol = "ratelimit_definitions_changed";
 constexpr int kFunctionFactSlots = 16;  // direct-mapped by oid
 
 struct CatalogState {
+  Oid extension;
+  Oid extension_owner;
   Oid namespace_oid;
   // Relation hints, cleared by an invalidation of the relation or a schema.
   Oid state_table;
   Oid definition_table;
   bool override_looked_up;  // override_table is known (InvalidOid: absent)
   Oid override_table;
+  // A relation of the override table's name that is not the extension's
+  // (planted in its schema before 0.5.0): not looked at again until an
+  // invalidation of it, or of every relation.
+  Oid foreign_override;
   // The state table and probe indexes a shape was derived from (WatchStateTable).
   Oid watched_state_table;
   Oid keyed_index;
@@ -48,6 +63,7 @@ CatalogState catalog{};
 void ForgetRelations() {
   catalog.state_table = catalog.definition_table = catalog.override_table = InvalidOid;
   catalog.override_looked_up = false;
+  catalog.foreign_override = InvalidOid;
   catalog.facts_valid = false;
   ++catalog.state_generation;
 }
@@ -73,6 +89,7 @@ void OnRelcacheInvalidation(Datum arg, Oid relid) {
     catalog.definition_table = InvalidOid;
     ++catalog.definitions_generation;
   }
+  if (relid == catalog.foreign_override) catalog.foreign_override = InvalidOid;
   if (relid == catalog.override_table || relid == catalog.watched_overrides) {
     catalog.override_looked_up = false;
     ++catalog.overrides_generation;
@@ -93,11 +110,56 @@ void OnFunctionInvalidation(Datum arg, int cacheid, uint32 hashvalue) {
   for (FunctionFacts& facts : catalog.functions) facts.function = InvalidOid;
 }
 
-Oid RequireRelation(const char* name) {
-  if (!OidIsValid(catalog.namespace_oid)) elog(ERROR, "ratelimit: storage is not prepared");
+// Whether the relation is owned by the extension's owner.
+bool OwnedByExtensionOwner(Oid relid) {
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+  if (!HeapTupleIsValid(tuple)) return false;  // dropped meanwhile
+  bool owned = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner == catalog.extension_owner;
+  ReleaseSysCache(tuple);
+  return owned;
+}
+
+// Whether the relation is the extension's: a member of it (pg_depend
+// deptype 'e'), owned by its owner. (It is in the extension's schema: it
+// was looked up there.)
+bool IsExtensionRelation(Oid relid) {
+  return OwnedByExtensionOwner(relid) && getExtensionOfObject(RelationRelationId, relid) == catalog.extension;
+}
+
+// The extension's relation called `name`, or InvalidOid: a relation of that
+// name in its schema that is not the extension's is none.
+Oid MemberRelation(const char* name) {
+  if (!OidIsValid(catalog.extension)) elog(ERROR, "ratelimit: storage is not prepared");
   Oid relid = get_relname_relid(name, catalog.namespace_oid);
-  if (!OidIsValid(relid)) elog(ERROR, "ratelimit: relation %s not found; reinstall the extension", name);
+  if (!OidIsValid(relid) || !IsExtensionRelation(relid)) return InvalidOid;
   return relid;
+}
+
+Oid RequireRelation(const char* name) {
+  Oid relid = MemberRelation(name);
+  if (!OidIsValid(relid))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                    errmsg("ratelimit: table %s of extension ratelimit not found", name),
+                    errdetail("The extension's tables are its members, in its schema, owned by its owner; "
+                              "a table of that name that is not is never used."),
+                    errhint("Reinstall the extension, or ALTER EXTENSION ratelimit ADD TABLE it back.")));
+  return relid;
+}
+
+// The extension's owner and schema, from its pg_extension row (there is
+// no syscache of pg_extension before PostgreSQL 16).
+void ReadExtensionRow(Oid extension, Oid* owner, Oid* namespace_oid) {
+  Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(extension));
+  SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  if (!HeapTupleIsValid(tuple)) elog(ERROR, "ratelimit: extension %u not found", extension);
+  auto* form = reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple));
+  *owner = form->extowner;
+  *namespace_oid = form->extnamespace;
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
 }
 
 }  // namespace
@@ -109,11 +171,17 @@ void RegisterCatalogInvalidation() {
   CacheRegisterSyscacheCallback(PROCOID, OnFunctionInvalidation, 0);
 }
 
-void SetExtensionNamespace(Oid extension_namespace) {
-  if (extension_namespace == catalog.namespace_oid) return;
+void SetExtension(Oid extension, Oid owner, Oid extension_namespace) {
+  if (extension == catalog.extension && owner == catalog.extension_owner &&
+      extension_namespace == catalog.namespace_oid)
+    return;
+  catalog.extension = extension;
+  catalog.extension_owner = owner;
   catalog.namespace_oid = extension_namespace;
   ForgetRelations();
 }
+
+Oid ExtensionOid() { return catalog.extension; }
 
 Oid ExtensionNamespace() { return catalog.namespace_oid; }
 
@@ -130,8 +198,12 @@ Oid DefinitionTableOid() {
 Oid OverrideTableOid() {
   if (catalog.override_looked_up) return catalog.override_table;
   // Absent before ALTER EXTENSION UPDATE to 0.5.0: looked up again each
-  // time (a negative syscache entry), so the update is seen at once.
-  catalog.override_table = get_relname_relid(kOverrideTableName, catalog.namespace_oid);
+  // time (a negative syscache entry), so the update is seen at once. A
+  // same-named table someone else created there is absent too.
+  Oid relid = get_relname_relid(kOverrideTableName, catalog.namespace_oid);
+  if (OidIsValid(relid) && relid != catalog.foreign_override && !IsExtensionRelation(relid))
+    catalog.foreign_override = relid;
+  catalog.override_table = relid == catalog.foreign_override ? InvalidOid : relid;
   catalog.override_looked_up = OidIsValid(catalog.override_table);
   return catalog.override_table;
 }
@@ -207,8 +279,24 @@ const FunctionFacts& FactsOfFunction(Oid function) {
   slot.owner = proc->proowner;
   slot.result_type = proc->prorettype;
   ReleaseSysCache(tuple);
+  slot.extension = getExtensionOfObject(ProcedureRelationId, function);
+  slot.extension_owner = slot.extension_namespace = InvalidOid;
+  if (OidIsValid(slot.extension))
+    ReadExtensionRow(slot.extension, &slot.extension_owner, &slot.extension_namespace);
   slot.function = function;
   return slot;
+}
+
+bool IsExtensionTriggerFunction(Oid function) {
+  HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(function));
+  if (!HeapTupleIsValid(tuple)) return false;
+  bool is_c = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple))->prolang == ClanguageId;
+  bool isnull = false;
+  Datum prosrc = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosrc, &isnull);
+  bool symbol = is_c && !isnull && std::strcmp(TextDatumGetCString(prosrc), kTriggerFunctionSymbol) == 0;
+  ReleaseSysCache(tuple);
+  return symbol && OidIsValid(catalog.extension) &&
+         getExtensionOfObject(ProcedureRelationId, function) == catalog.extension;
 }
 
 }  // namespace ratelimit_pg

@@ -22,14 +22,19 @@ namespace ratelimit_pg {
 
 void RegisterCatalogInvalidation();
 
-// The schema the called function lives in (the extension's); set by each
-// call before it touches anything else (call_context.cpp).
-void SetExtensionNamespace(Oid extension_namespace);
+// The extension the called function is a member of, its owner and its
+// schema; set by each call before it touches anything else
+// (call_context.cpp, from FactsOfFunction).
+void SetExtension(Oid extension, Oid owner, Oid extension_namespace);
+Oid ExtensionOid();
 Oid ExtensionNamespace();
 
-// The relations, looked up by name in the extension's schema; no lock is
-// taken. The state and definition tables raise if missing; the override
-// table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0 created it.
+// The relations: the extension's members of these names (pg_depend
+// deptype 'e' on its pg_extension row), in its schema, owned by its owner;
+// a same-named relation of anyone else's is never one of them. No lock is
+// taken. The state and definition tables raise (42P01) if missing; the
+// override table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0
+// created it.
 Oid StateTableOid();
 Oid DefinitionTableOid();
 Oid OverrideTableOid();
@@ -73,13 +78,23 @@ void InvalidateOverrides();
 
 // What a call needs of the called function, from pg_proc: its schema (the
 // extension's), its owner (whom the SQL it runs runs as) and its result
-// type.
+// type; and the extension it is a member of (InvalidOid: none), with that
+// extension's owner and schema (pg_extension).
 struct FunctionFacts {
   Oid function;
   Oid namespace_oid;
   Oid owner;
   Oid result_type;
+  Oid extension;
+  Oid extension_owner;
+  Oid extension_namespace;
 };
 const FunctionFacts& FactsOfFunction(Oid function);
+
+// Whether `function` is the extension's own trigger function
+// (ratelimit_definitions_changed, which the config tables' installed
+// statement triggers call): a C function of the library, a member of the
+// extension. It runs no code of the owner's.
+bool IsExtensionTriggerFunction(Oid function);
 
 }  // namespace ratelimit_pg

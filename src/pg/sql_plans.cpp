@@ -227,67 +227,119 @@ void PinConversionSettings() {
                           false);
 }
 
-void RequireOwnerCodeSafe(CmdType command) {
+namespace {
+
+// The one refusal of owner code (42501), for a statement on `table`.
+[[noreturn]] void RaiseOwnerCode(Oid table) {
+  const char* name = get_rel_name(table);
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+       errmsg("ratelimit: this call would run code the owner added to %s as its owner", name),
+       errdetail("This call reaches %s through SQL, which runs as the extension's owner, and the table has a "
+                 "trigger, rule, row security policy, constraint, default, index, column type or "
+                 "inheritance child of the owner's that the statement would run; role \"%s\" does not "
+                 "have the owner's privileges.",
+                 name, GetUserNameFromId(GetUserId(), false)),
+       errhint("See the README's Security section: drop what the statement would run, or call as the "
+               "owner.")));
+  pg_unreachable();
+}
+
+// Whether the caller may run the owner's code as the owner: it has the
+// owner's privileges anyway.
+bool CallerHasOwnerRights() {
   if (!OidIsValid(sql_role)) elog(ERROR, "ratelimit: storage is not prepared");
-  if (has_privs_of_role(GetUserId(), sql_role)) return;
+  return has_privs_of_role(GetUserId(), sql_role);
+}
+
+// Locks the config table `table_oid` finds as `command` on it would (lock,
+// then look), and whether the statement runs the owner's code (both
+// commands of an upsert). false if the extension has no such table.
+bool LockedConfigStatementRunsOwnerCode(Oid (*table_oid)(), CmdType command, bool upsert) {
+  Oid table = LockCatalogRelation(table_oid, command == CMD_SELECT ? AccessShareLock : RowExclusiveLock);
+  if (!OidIsValid(table)) return false;
+  Relation rel = table_open(table, NoLock);
+  bool keyed = table_oid == OverrideTableOid;
+  bool owner_code = ConfigStatementRunsOwnerCode(rel, keyed, command, sql_role) ||
+                    (upsert && ConfigStatementRunsOwnerCode(rel, keyed, CMD_UPDATE, sql_role));
+  table_close(rel, NoLock);
+  return owner_code;
+}
+
+// The rule for the config tables: their lookups and writes.
+void RequireConfigStatementSafe(Oid (*table_oid)(), CmdType command, bool upsert) {
+  if (CallerHasOwnerRights()) return;
+  if (LockedConfigStatementRunsOwnerCode(table_oid, command, upsert)) RaiseOwnerCode(table_oid());
+}
+
+}  // namespace
+
+void RequireOwnerCodeSafe(CmdType command) {
+  if (CallerHasOwnerRights()) return;
   // The statement's own lock (lock, then look): no trigger or rule can be
   // added between this look and the statement.
   StateTable table = OpenStateTable(command == CMD_SELECT ? AccessShareLock : RowExclusiveLock);
   bool owner_code = StatementRunsOwnerCode(table, command, sql_role);
+  Oid relid = RelationGetRelid(table.rel);
   CloseStateTable(&table);
-  if (!owner_code) return;
-  ereport(
-      ERROR,
-      (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-       errmsg("ratelimit: this call would run code the owner added to ratelimit_state as its owner"),
-       errdetail("This call reaches ratelimit_state through SQL, which runs as the extension's owner, and "
-                 "the table has a trigger, rule, forced row security policy, constraint, default, index, "
-                 "column type or inheritance child of the owner's that the statement would run; role "
-                 "\"%s\" does not have the owner's privileges.",
-                 GetUserNameFromId(GetUserId(), false)),
-       errhint("See the README's Security section: drop what makes the call use SQL (a rule, row "
-               "security, a changed column type, inheritance), or call as the owner.")));
+  if (owner_code) RaiseOwnerCode(relid);
 }
 
-void RequireLookupSafe(Oid table) {
-  if (!OidIsValid(table) || has_privs_of_role(GetUserId(), sql_role)) return;
-  Relation rel = table_open(table, AccessShareLock);
-  bool owner_code = ReadRunsOwnerCode(rel, sql_role);
-  // The config is read as jsonb: an owner's cast from another type is
-  // owner code too.
-  AttrNumber config = get_attnum(table, "config");
-  if (config != InvalidAttrNumber)
-    owner_code =
-        owner_code || CastRunsOwnerCode(TupleDescAttr(RelationGetDescr(rel), config - 1)->atttypid, JSONBOID);
-  table_close(rel, NoLock);
-  if (owner_code)
-    ereport(ERROR,
-            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-             errmsg("ratelimit: this call would run code the owner added to %s as its owner",
-                    get_rel_name(table)),
-             errdetail(
-                 "The lookup runs as the extension's owner, and the table has row security, a column type or "
-                 "an inheritance child of the owner's that it would run; role \"%s\" does not have the "
-                 "owner's privileges.",
-                 GetUserNameFromId(GetUserId(), false))));
-}
+void RequireLookupSafe(Oid (*table_oid)()) { RequireConfigStatementSafe(table_oid, CMD_SELECT, false); }
 
 namespace {
 
-// What an SQL statement on the state table does, for RequireOwnerCodeSafe.
+// What an SQL statement does, for the owner code checks (an upsert is an
+// INSERT that may UPDATE).
 CmdType CommandOf(Statement statement) {
   switch (statement) {
     case Statement::kInsert:
     case Statement::kInsertPlain:
+    case Statement::kDefinitionUpsert:
+    case Statement::kOverrideUpsert:
       return CMD_INSERT;
     case Statement::kUpdateLocked:
       return CMD_UPDATE;
     case Statement::kRemove:
     case Statement::kCleanup:
+    case Statement::kDefinitionDelete:
+    case Statement::kOverrideDelete:
       return CMD_DELETE;
     default:
       return CMD_SELECT;
   }
+}
+
+bool OnStateTable(Statement statement) {
+  return static_cast<int>(statement) < kStateStatementCount || statement == Statement::kCleanup;
+}
+
+// What finds the config table a statement runs on.
+using TableOidFunction = Oid (*)();
+TableOidFunction ConfigTableOf(Statement statement) {
+  switch (statement) {
+    case Statement::kDefinitionLookup:
+    case Statement::kDefinitionUpsert:
+    case Statement::kDefinitionDelete:
+      return DefinitionTableOid;
+    default:
+      return OverrideTableOid;
+  }
+}
+
+// Every statement, before it runs: one rule for the owner's code.
+void RequireStatementSafe(Statement statement) {
+  if (OnStateTable(statement)) {
+    RequireOwnerCodeSafe(CommandOf(statement));
+    return;
+  }
+  bool upsert = statement == Statement::kDefinitionUpsert || statement == Statement::kOverrideUpsert;
+  TableOidFunction table_oid = ConfigTableOf(statement);
+  // Never a statement on a config table the extension does not have: its
+  // name could mean someone else's table.
+  if (!OidIsValid(table_oid())) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
+  RequireConfigStatementSafe(table_oid, CommandOf(statement), upsert);
 }
 
 }  // namespace
@@ -310,8 +362,7 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
                       long limit) {
   CheckPlanFacts();
   if (!HasStatement(statement)) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
-  bool on_state = static_cast<int>(statement) < kStateStatementCount || statement == Statement::kCleanup;
-  if (on_state) RequireOwnerCodeSafe(CommandOf(statement));
+  RequireStatementSafe(statement);
   int variant = static_cast<int>(statement) < kStateStatementCount && null_key ? 1 : 0;
   SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
   if (plan == nullptr) plan = KeepPlan(statement, variant == 1);
@@ -327,11 +378,8 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
 void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls,
                             int expected, long limit) {
   CheckPlanFacts();
-  bool on_state = static_cast<int>(statement) < kStateStatementCount;
-  if (on_state) RequireOwnerCodeSafe(CommandOf(statement));
-  if (!on_state)
-    RequireLookupSafe(statement == Statement::kDefinitionLookup ? DefinitionTableOid() : OverrideTableOid());
-  int variant = on_state && null_key ? 1 : 0;
+  RequireStatementSafe(statement);
+  int variant = OnStateTable(statement) && null_key ? 1 : 0;
   SPIPlanPtr& plan = plans[static_cast<int>(statement)][variant];
   if (plan == nullptr) plan = KeepPlan(statement, variant == 1);
   SqlScope scope = EnterSqlScope();

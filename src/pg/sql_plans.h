@@ -59,16 +59,20 @@ void ExecuteStatement(Statement statement, bool null_key, Datum* values, const c
 // REPEATABLE READ, whose transaction snapshot may predate it).
 void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, const char* nulls,
                             int expected, long limit);
-// Statements on the state table run as the owner, so code the owner added
-// to the table would run as the owner in a session the caller shaped (its
-// temporary schema, its settings). A caller without the owner's privileges
-// is refused with 42501 when a statement of kind `command` (CMD_SELECT for
-// reads and row locks) would run such code (StatementRunsOwnerCode); the
-// direct path, which runs that code as the caller, is never refused.
+// One rule for every statement the extension runs: statements run as the
+// owner, so code the owner added to a table would run as the owner in a
+// session the caller shaped (its temporary schema, its settings). A caller
+// without the owner's privileges is refused with 42501 when a statement
+// would run such code (state_table.h's StatementRunsOwnerCode and
+// ConfigStatementRunsOwnerCode), after taking the statement's lock;
+// ExecuteStatement and ExecuteStatementLatest apply it to each of theirs.
+// The direct path, which runs the state table's code as the caller, is
+// never refused. For a statement of kind `command` on the state table
+// (CMD_SELECT for reads and row locks):
 void RequireOwnerCodeSafe(CmdType command);
-// The same for a SELECT on the definition or override table (`table`;
-// InvalidOid: nothing to check).
-void RequireLookupSafe(Oid table);
+// For a SELECT on the config table `table_oid` finds (DefinitionTableOid,
+// OverrideTableOid; nothing to check where it finds none).
+void RequireLookupSafe(Oid (*table_oid)());
 // Sets TimeZone UTC, DateStyle ISO, MDY and IntervalStyle postgres at the
 // current GUC nest level (GUC_ACTION_SAVE), so conversions never depend on
 // the caller's settings.

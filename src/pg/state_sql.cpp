@@ -178,8 +178,8 @@ int64 DeleteIdleStatesSql(Micros now) {
 // A cursor fetches a batch at a time, so a big table is never all in memory.
 void ScanStatusRowsSql(StatusRowSink sink, void* context) {
   RequireOwnerCodeSafe(CMD_SELECT);
-  RequireLookupSafe(DefinitionTableOid());
-  RequireLookupSafe(OverrideTableOid());
+  RequireLookupSafe(DefinitionTableOid);
+  RequireLookupSafe(OverrideTableOid);
   const char* schema = QuotedSchema();
   // The config each row is used with: the key's override, else the
   // definition (the override table exists from 0.5.0).
@@ -254,7 +254,7 @@ int LockRowsForChangeSql(text* name, text* key, KeyedRow** out) {
   Oid types[2] = {TEXTOID, TEXTOID};
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
   RequireOwnerCodeSafe(CMD_SELECT);
-  RequireLookupSafe(OverrideTableOid());
+  RequireLookupSafe(OverrideTableOid);
   SqlScope scope = EnterSqlScope();
   int rc = SPI_execute_with_args(sql, key != nullptr ? 2 : 1, types, values, nullptr, false, 0);
   LeaveSqlScope(scope);

@@ -27,6 +27,7 @@ extern "C" {
 #include "catalog/pg_cast.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_opfamily.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "nodes/nodeFuncs.h"
@@ -112,18 +113,25 @@ bool IndexAsInstalled(Relation rel, Relation index, const AttrNumber* columns, i
   return heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
 }
 
-// The oid of the index called `name` if it is one of `rel`'s and as
-// installed; InvalidOid otherwise.
-Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
+// The oid of the index called `name` (found by name, then checked to be
+// one of `rel`'s: only the table's owner can index it) if it is as
+// installed on `columns`; InvalidOid otherwise.
+Oid InstalledIndex(Relation rel, const char* name, const AttrNumber* columns, int ncolumns,
+                   const StateColumns& c, bool null_key) {
   Oid relid = get_relname_relid(name, ExtensionNamespace());
   if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_INDEX) return InvalidOid;
   Relation index = index_open(relid, AccessShareLock);
-  AttrNumber keyed[] = {c.name, c.key, c.shard};
-  AttrNumber global[] = {c.name, c.shard};
-  bool ok = null_key ? IndexAsInstalled(rel, index, global, 2, c, true)
-                     : IndexAsInstalled(rel, index, keyed, 3, c, false);
+  bool ok = IndexAsInstalled(rel, index, columns, ncolumns, c, null_key);
   index_close(index, NoLock);
   return ok ? relid : InvalidOid;
+}
+
+// The state table's probe index, keyed or for the NULL key, if as installed.
+Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
+  AttrNumber keyed[] = {c.name, c.key, c.shard};
+  AttrNumber global[] = {c.name, c.shard};
+  return null_key ? InstalledIndex(rel, name, global, 2, c, true)
+                  : InstalledIndex(rel, name, keyed, 3, c, false);
 }
 
 // Whether the name and key columns compare by their bytes, as the calls'
@@ -261,23 +269,43 @@ bool ReadRunsOwnerCode(Relation rel, Oid statement_role) {
 
 namespace {
 
-// Whether the table has a trigger or a rule for `command`.
+// The parts of a table the extension installed, which run none of the
+// owner's code: its unique indexes as installed, and (the state table's)
+// the shard column, whose CHECK (shard >= 0) and DEFAULT 0 are installed.
+// The config tables' installed statement trigger calls the extension's own
+// function (IsInstalledTrigger), on any table.
+struct InstalledParts {
+  Oid indexes[2];    // InvalidOid: none
+  AttrNumber shard;  // InvalidAttrNumber: no installed CHECK or default
+};
+
+bool TriggerFiresFor(const Trigger& trigger, CmdType command) {
+  switch (command) {
+    case CMD_INSERT:
+      return TRIGGER_FOR_INSERT(trigger.tgtype);
+    case CMD_UPDATE:
+      return TRIGGER_FOR_UPDATE(trigger.tgtype);
+    case CMD_DELETE:
+      return TRIGGER_FOR_DELETE(trigger.tgtype);
+    default:
+      return false;
+  }
+}
+
+// Whether a trigger is one the extension installs on its config tables:
+// for each statement, without WHEN, calling the extension's own function.
+bool IsInstalledTrigger(const Trigger& trigger) {
+  return !TRIGGER_FOR_ROW(trigger.tgtype) && trigger.tgqual == nullptr &&
+         IsExtensionTriggerFunction(trigger.tgfoid);
+}
+
+// Whether the table has a trigger (other than an installed one, internal
+// ones such as a foreign key's included) or a rule for `command`.
 bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
   const TriggerDesc* t = rel->trigdesc;
-  if (t != nullptr) {
-    if (command == CMD_INSERT &&
-        (t->trig_insert_before_row || t->trig_insert_after_row || t->trig_insert_instead_row ||
-         t->trig_insert_before_statement || t->trig_insert_after_statement))
-      return true;
-    if (command == CMD_UPDATE &&
-        (t->trig_update_before_row || t->trig_update_after_row || t->trig_update_instead_row ||
-         t->trig_update_before_statement || t->trig_update_after_statement))
-      return true;
-    if (command == CMD_DELETE &&
-        (t->trig_delete_before_row || t->trig_delete_after_row || t->trig_delete_instead_row ||
-         t->trig_delete_before_statement || t->trig_delete_after_statement))
-      return true;
-  }
+  if (t != nullptr)
+    for (int i = 0; i < t->numtriggers; ++i)
+      if (TriggerFiresFor(t->triggers[i], command) && !IsInstalledTrigger(t->triggers[i])) return true;
   if (rel->rd_rules != nullptr)
     for (int i = 0; i < rel->rd_rules->numLocks; ++i)
       if (rel->rd_rules->rules[i]->event == command) return true;
@@ -285,46 +313,76 @@ bool HasTriggerOrRuleFor(Relation rel, CmdType command) {
 }
 
 // Whether a column default can run the owner's code: one on any column but
-// the shard, or the shard's if it is not the installed constant 0.
+// the installed shard, or the shard's if it is not the installed constant 0.
 bool DefaultsRunOwnerCode(const TupleConstr* constr, AttrNumber shard) {
   for (int i = 0; i < constr->num_defval; ++i) {
     const AttrDefault& def = constr->defval[i];
-    if (def.adnum != shard || !IsZeroDefault(static_cast<Node*>(stringToNode(def.adbin)))) return true;
+    if (shard == InvalidAttrNumber || def.adnum != shard ||
+        !IsZeroDefault(static_cast<Node*>(stringToNode(def.adbin))))
+      return true;
   }
   return false;
 }
 
-// Whether the table has an index other than the two probe indexes as
-// installed (an index replaced under an installed name is not one of
-// them): its expressions, predicate and operators are functions.
-bool HasOwnerIndexes(const StateTable& table) {
-  List* indexes = RelationGetIndexList(table.rel);
+// Whether the table has an index other than the installed ones (an index
+// replaced under an installed name is not one of them): its expressions,
+// predicate and operators are functions.
+bool HasOwnerIndexes(Relation rel, const InstalledParts& installed) {
+  List* indexes = RelationGetIndexList(rel);
   bool owner_index = false;
   ListCell* cell;
   foreach (cell, indexes) {
     Oid index = lfirst_oid(cell);
-    if (index != table.keyed_index && index != table.null_key_index) owner_index = true;
+    if (index != installed.indexes[0] && index != installed.indexes[1]) owner_index = true;
   }
   list_free(indexes);
   return owner_index;
+}
+
+// Whether a CHECK can run the owner's code: all but the installed shard check.
+bool ChecksRunOwnerCode(const TupleConstr* constr, AttrNumber shard) {
+  if (constr->num_check == 0) return false;
+  return shard == InvalidAttrNumber || constr->num_check > 1 ||
+         !IsInstalledShardCheck(constr->check[0], shard);
 }
 
 // Whether a new row version (insert or update) runs code the owner added:
 // a CHECK other than the installed shard check, a column default other
 // than the shard's (inserts), a stored generated column, an index other
 // than the installed ones, or a partition constraint (the parent's key).
-bool NewVersionRunsOwnerCode(const StateTable& table, CmdType command) {
-  Relation rel = table.rel;
+bool NewVersionRunsOwnerCode(Relation rel, CmdType command, const InstalledParts& installed) {
   const TupleConstr* constr = RelationGetDescr(rel)->constr;
   if (rel->rd_rel->relispartition) return true;
   if (constr != nullptr) {
     if (constr->has_generated_stored) return true;
-    if (command == CMD_INSERT && DefaultsRunOwnerCode(constr, table.columns.shard)) return true;
-    if (constr->num_check > 1 ||
-        (constr->num_check == 1 && !IsInstalledShardCheck(constr->check[0], table.columns.shard)))
-      return true;
+    if (command == CMD_INSERT && DefaultsRunOwnerCode(constr, installed.shard)) return true;
+    if (ChecksRunOwnerCode(constr, installed.shard)) return true;
   }
-  return HasOwnerIndexes(table);
+  return HasOwnerIndexes(rel, installed);
+}
+
+// What a write (`command` not CMD_SELECT) on the table runs of the owner's
+// beyond what a read does: the command's triggers and rules, and for
+// inserts and updates what a new row version runs.
+bool WriteRunsOwnerCode(Relation rel, CmdType command, const InstalledParts& installed) {
+  if (HasTriggerOrRuleFor(rel, command)) return true;
+  return command != CMD_DELETE && NewVersionRunsOwnerCode(rel, command, installed);
+}
+
+// Whether a config table's column the statements compare or convert
+// (name, key as text, config as jsonb) is converted by the owner's cast.
+bool ConfigCastsRunOwnerCode(Relation rel) {
+  TupleDesc desc = RelationGetDescr(rel);
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    if (att->attisdropped) continue;
+    const char* column = NameStr(att->attname);
+    Oid installed = std::strcmp(column, "config") == 0                                    ? JSONBOID
+                    : std::strcmp(column, "name") == 0 || std::strcmp(column, "key") == 0 ? TEXTOID
+                                                                                          : InvalidOid;
+    if (OidIsValid(installed) && CastRunsOwnerCode(att->atttypid, installed)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -333,8 +391,23 @@ bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statem
   Relation rel = table.rel;
   if (ReadRunsOwnerCode(rel, statement_role) || StateCastsRunOwnerCode(rel, table.columns)) return true;
   if (command == CMD_SELECT) return false;
-  if (HasTriggerOrRuleFor(rel, command)) return true;
-  return command != CMD_DELETE && NewVersionRunsOwnerCode(table, command);
+  InstalledParts installed{{table.keyed_index, table.null_key_index}, table.columns.shard};
+  return WriteRunsOwnerCode(rel, command, installed);
+}
+
+bool ConfigStatementRunsOwnerCode(Relation rel, bool keyed, CmdType command, Oid statement_role) {
+  if (ReadRunsOwnerCode(rel, statement_role) || ConfigCastsRunOwnerCode(rel)) return true;
+  if (command == CMD_SELECT) return false;
+  // The installed primary key: (name) of the definitions, (name, key) of
+  // the overrides, named as PostgreSQL names a table's primary key.
+  StateColumns c = FindColumns(rel);
+  c.shard = InvalidAttrNumber;  // text columns only
+  AttrNumber columns[] = {c.name, c.key};
+  char* pkey = psprintf("%s_pkey", RelationGetRelationName(rel));
+  InstalledParts installed{{InstalledIndex(rel, pkey, columns, keyed ? 2 : 1, c, false), InvalidOid},
+                           InvalidAttrNumber};
+  pfree(pkey);
+  return WriteRunsOwnerCode(rel, command, installed);
 }
 
 namespace {

@@ -67,6 +67,11 @@ struct StateTable {
 // rules, and for inserts and updates CHECKs, defaults, generated columns,
 // further indexes and a partition constraint.
 bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statement_role);
+// The same for a statement on a (locked) config table: ratelimit_definition,
+// or ratelimit_override (keyed). What the extension installed there runs
+// none of the owner's code: the primary key, the statement trigger calling
+// the extension's own function, the columns' types.
+bool ConfigStatementRunsOwnerCode(Relation rel, bool keyed, CmdType command, Oid statement_role);
 // Whether a SELECT on `rel` run as `statement_role` runs code the owner
 // added: row security that applies to that role, a column of a type that
 // is not built in (its casts and I/O), or inheritance children (whose own
