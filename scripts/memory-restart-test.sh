@@ -351,6 +351,7 @@ damaged_files() {
 kill_a_backend() {
   local offset pid out=$CLUSTER_DIR/victim.out psql_pid _
   offset=$(server_log_size)
+  : >"$out"
   psql_value -c "SELECT pg_backend_pid()" -c "SELECT pg_sleep(600)" >"$out" 2>&1 &
   psql_pid=$!
   for _ in $(seq 1 600); do
