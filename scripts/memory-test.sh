@@ -291,9 +291,9 @@ if [ "${1:-}" = "--client" ]; then
 fi
 start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
-memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_keys memory_diff} || failed=1
+memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_keys memory_diff memory_round4} || failed=1
 memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
-  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate} || failed=1
+  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity} || failed=1
 if [ -x build/client_tests ]; then
   build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
 fi

@@ -56,6 +56,16 @@ LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitCon
   return StateWithTokens(to, to_origin, eff, std::min(tokens, Capacity(to)));
 }
 
+LimitState Realigned(const LimitConfig& config, Micros origin, const LimitState& state, Micros written_period,
+                     Micros now) noexcept {
+  if (!state.exists || config.kind == Kind::kTokenBucket || written_period <= 0) return state;
+  Micros offset = (state.ts - origin) % config.period;
+  if (written_period == config.period && offset == 0) return state;
+  LimitConfig from = config;
+  from.period = written_period;
+  return CarryOver(from, state.ts, config, origin, state, now);
+}
+
 LimitState LiveState(const LimitState& stored, bool has_idle_at, Micros idle_at, Micros now) noexcept {
   if (stored.exists && has_idle_at && idle_at <= now) return LimitState{};
   return stored;

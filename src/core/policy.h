@@ -27,6 +27,14 @@ LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, 
 LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
                      const LimitState& state, Micros now) noexcept;
 
+// A window row written on another grid (under the period written_period,
+// or under a start that puts its windows elsewhere) carried onto config's
+// grid at `now` as a change of config carries it (CarryOver, its old
+// window's origin being its ts); any other row as it is. For a storage that
+// is read under the config in force at the next call (memory).
+LimitState Realigned(const LimitConfig& config, Micros origin, const LimitState& state, Micros written_period,
+                     Micros now) noexcept;
+
 // A stored row as calls read it at clock `now`: once its idle_at has
 // passed (when it became the same as no row under the config that wrote
 // it) it is no row, whatever config reads it now. So deleting exactly such

@@ -1,4 +1,6 @@
 // The clock: clock_timestamp(), or the frozen ratelimit.now for tests.
+#include <cstdlib>
+
 #include "clock.h"
 
 extern "C" {
@@ -13,6 +15,10 @@ namespace ratelimit_pg {
 namespace {
 
 char* frozen_now_text = nullptr;  // the GUC's value; empty means the real clock
+// The value parsed when it was set (its check hook's extra): reading the
+// clock never parses, so it cannot raise (a rollback's refund reads it).
+bool frozen = false;
+Micros frozen_now = 0;
 
 // Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01).
 constexpr Micros kPostgresEpochOffset =
@@ -27,16 +33,27 @@ constexpr Micros kLatestSupported = Micros{3093527980800} * USECS_PER_SEC;
 // later. Check hooks must not throw: the parse error is a soft error
 // (compat::CallInputFunction).
 bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
-  (void)extra;
   (void)source;
   if (*newval == nullptr || (*newval)[0] == '\0') return true;
   Datum parsed;
   char* message = nullptr;
   bool valid = compat::CallInputFunction(timestamptz_in, *newval, &parsed, &message) &&
                TimestamptzSupported(DatumGetTimestampTz(parsed));
-  if (!valid)
+  if (!valid) {
     GUC_check_errdetail("ratelimit.now must be empty or a timestamptz from 0001-01-01 to 100000-01-01.");
-  return valid;
+    return false;
+  }
+  // An extra is malloc'd: the GUC machinery free()s it.
+  auto* value = static_cast<Micros*>(std::malloc(sizeof(Micros)));
+  if (value == nullptr) return false;
+  *value = UnixFromTimestamptz(DatumGetTimestampTz(parsed));
+  *extra = value;
+  return true;
+}
+
+void AssignFrozenNow(const char* newval, void* extra) {
+  frozen = newval != nullptr && newval[0] != '\0' && extra != nullptr;
+  frozen_now = frozen ? *static_cast<const Micros*>(extra) : 0;
 }
 
 }  // namespace
@@ -44,7 +61,7 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
 void DefineClockGuc() {
   DefineCustomStringVariable("ratelimit.now", "Freezes the rate limiter's clock (for tests).",
                              "A timestamptz; empty means clock_timestamp().", &frozen_now_text, "", PGC_SUSET,
-                             0, CheckFrozenNow, nullptr, nullptr);
+                             0, CheckFrozenNow, AssignFrozenNow, nullptr);
 }
 
 bool TimestamptzSupported(TimestampTz ts) {
@@ -56,19 +73,10 @@ Micros UnixFromTimestamptz(TimestampTz ts) { return ts + kPostgresEpochOffset; }
 
 TimestampTz TimestamptzFromUnix(Micros micros) { return micros - kPostgresEpochOffset; }
 
-LockedClock ClockForLock() {
-  bool frozen = frozen_now_text != nullptr && frozen_now_text[0] != '\0';
-  return LockedClock{frozen, frozen ? ClockNow() : 0};
-}
+LockedClock ClockForLock() { return LockedClock{frozen, frozen_now}; }
 
 Micros LockedClock::Read() const { return frozen ? frozen_now : UnixFromTimestamptz(GetCurrentTimestamp()); }
 
-Micros ClockNow() {
-  if (frozen_now_text == nullptr || frozen_now_text[0] == '\0')
-    return UnixFromTimestamptz(GetCurrentTimestamp());
-  Datum parsed = DirectFunctionCall3(timestamptz_in, CStringGetDatum(frozen_now_text),
-                                     ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-  return UnixFromTimestamptz(DatumGetTimestampTz(parsed));
-}
+Micros ClockNow() { return frozen ? frozen_now : UnixFromTimestamptz(GetCurrentTimestamp()); }
 
 }  // namespace ratelimit_pg

@@ -11,6 +11,8 @@ extern "C" {
 namespace ratelimit_pg {
 
 void DefineClockGuc();
+// Now: the frozen value (parsed when it was set) or the system clock. Never
+// raises or allocates, so an abort path may read it.
 Micros ClockNow();
 // A clock to read under a short lock (a storage's, where nothing may
 // allocate or raise): frozen, the value read when it was made; else the

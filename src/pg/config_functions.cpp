@@ -11,6 +11,7 @@
 #include "definitions.h"
 #include "fn_args.h"
 #include "overrides.h"
+#include "pending_grants.h"
 #include "stats.h"
 
 extern "C" {
@@ -52,6 +53,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   LimitConfig previous;
   bool was_defined = LookupDefinedConfig(id.name_text, &previous);
   ApplyConfigChange(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
+  NoteConfigChange(&id);
   UpsertDefinition(id.name_text, config);
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);
@@ -73,6 +75,7 @@ Datum Override(FunctionCallInfo fcinfo) {
   const LimitConfig* from = StoredOverride(id, &override_buffer);
   if (from == nullptr) from = ConfigWithoutOverride(id.name_text, &definition_buffer);
   ApplyConfigChange(id.name_text, id.key_text, from, &parsed);
+  NoteConfigChange(&id);
   UpsertOverride(id.name_text, id.key_text, config);
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);
@@ -91,6 +94,7 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
   if (from != nullptr)
     ApplyConfigChange(id.name_text, id.key_text, from,
                       ConfigWithoutOverride(id.name_text, &definition_buffer));
+  NoteConfigChange(&id);
   bool existed = DeleteOverride(id.name_text, id.key_text);
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);
@@ -101,6 +105,7 @@ Datum Undefine(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_undefine()");
   LimitId id = IdFromArgs(fcinfo, 0, -1);
   Oid previous_sql_role = ConnectStorage(fcinfo);
+  NoteConfigChange(&id);
   bool existed = DeleteDefinition(id.name_text);
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);

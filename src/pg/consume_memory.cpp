@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "decide.h"
+#include "errors.h"
 #include "pending_grants.h"
 #include "stats.h"
 
@@ -20,12 +21,14 @@ struct StepContext {
   Micros now;     // read under the lock
   double amount;  // RefundStep's
   Decision decision;
+  uint64 incarnation;  // of the entry decided on
 };
 
 bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
   auto* step = static_cast<StepContext*>(context);
   const LimitCall& call = *step->call;
   step->now = step->clock.Read();
+  step->incarnation = stored.incarnation;
   step->decision =
       ratelimit::Decide(call.config, LiveFor(call, stored, step->now), step->now, call.origin, call.request);
   if (!step->decision.ok) return false;
@@ -70,13 +73,27 @@ NewRowRoom RoomFor(const LimitCall& call) {
   pg_unreachable();
 }
 
+// A call under a config this transaction changed and has not committed:
+// the entry would keep what a rollback of the change takes back.
+void RequireCommittedConfig(const LimitCall& call) {
+  if (!ConfigChangedHere(call.id)) return;
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg("memory rate limit \"%.*s\" cannot be called in the transaction that changes its config",
+                  EchoLength(call.id.name, call.id.name_len), call.id.name),
+           errdetail("A memory limit's entry is not rolled back with the transaction: a decision under a "
+                     "config that a rollback could take back would outlive it."),
+           errhint("Commit the config change first.")));
+}
+
 }  // namespace
 
 Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
   const Storage& storage = StorageFor(call);
+  RequireCommittedConfig(call);
   bool remember = keep_scoped || !call.config.keep_on_rollback;
   int record = remember ? ReservePendingGrant(storage, call) : -1;
-  StepContext step{&call, ClockForLock(), 0, 0, {}};
+  StepContext step{&call, ClockForLock(), 0, 0, {}, 0};
   ModifyResult result = storage.modify(call.id, RoomFor(call), TakeStep, &step);
   if (result != ModifyResult::kDone) {
     if (remember) ForgetPendingGrant(record);
@@ -84,7 +101,7 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
   }
   if (remember) {
     if (step.decision.ok) {
-      RememberGrant(record, step.decision, call.config.keep_on_rollback);
+      RememberGrant(record, step.decision, call.config.keep_on_rollback, step.incarnation);
     } else {
       ForgetPendingGrant(record);
     }
@@ -93,7 +110,8 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
 }
 
 Decision RefundToMemory(const LimitCall& call, double amount) {
-  StepContext step{&call, ClockForLock(), 0, amount, {}};
+  RequireCommittedConfig(call);
+  StepContext step{&call, ClockForLock(), 0, amount, {}, 0};
   StorageFor(call).modify(call.id, RoomFor(call), RefundStep, &step);
   return step.decision;
 }

@@ -37,7 +37,8 @@ RowWrite InitialRow(const LimitConfig& config, Micros origin) {
 // was made, whose row the definition could not see) never holds the
 // owner's limit longer than the owner's bound.
 LimitState LiveFor(const LimitCall& call, const StoredState& stored, Micros now) {
-  LimitState state = StateForKind(stored, call.config.kind, now);
+  LimitState state = ratelimit::Realigned(ratelimit::RowConfig(call.config), call.origin,
+                                          StateForKind(stored, call.config.kind, now), stored.period, now);
   if (!call.owner_config) return state;
   return ratelimit::WithinMaxDeficit(ratelimit::RowConfig(call.config), state);
 }

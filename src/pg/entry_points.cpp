@@ -89,7 +89,7 @@ void _PG_init(void) {
   ratelimit_pg::DefineMemoryStorage();
   ratelimit_pg::RequestSharedTables();
   ratelimit_pg::RegisterPendingGrantCallbacks();
-  ratelimit_pg::RegisterMemoryPersistWorker();
+  ratelimit_pg::RegisterMemoryPersistence();
   MarkGUCPrefixReserved("ratelimit");
 }
 

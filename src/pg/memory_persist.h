@@ -1,21 +1,18 @@
 // Memory limits across a clean restart (memory_persist.cpp): with
-// shared_preload_libraries = 'ratelimit', a background worker reads the
-// entries a clean shutdown wrote ($PGDATA/ratelimit_memory.state) back at
-// server start and deletes the file, then waits; at shutdown it writes every
-// live entry again, as pg_prewarm's autoprewarm does with its block list. A
-// crash (or pg_ctl stop -m immediate) writes nothing: every memory limit
-// starts from its initial state.
+// shared_preload_libraries = 'ratelimit', the postmaster reads the entries
+// a clean shutdown saved ($PGDATA/ratelimit_memory.state) while it makes
+// shared memory, before any connection, and removes the file; it saves
+// every live entry again when it exits after a clean shutdown, once no
+// other process runs. A crash or pg_ctl stop -m immediate saves nothing,
+// and a damaged file is dropped with one LOG line: every memory limit then
+// starts from its initial state. There is no worker process to stop or kill.
 #pragma once
 
 #include "limit_call.h"
 
-extern "C" {
-PGDLLEXPORT void ratelimit_memory_persist_main(Datum arg);
-}
-
 namespace ratelimit_pg {
 
-// In _PG_init; registers the worker only with the preload.
-void RegisterMemoryPersistWorker();
+// In _PG_init, after RequestSharedTables; only with the preload.
+void RegisterMemoryPersistence();
 
 }  // namespace ratelimit_pg

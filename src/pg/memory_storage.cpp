@@ -46,10 +46,17 @@ struct MemoryKey {
   char bytes[kIdentityBytes];  // the name, then the key; zero after them
 };
 
+// An entry is made in two steps under its partition lock: inserted as a
+// placeholder (incarnation 0: answers as no entry, counted nowhere, idle
+// at once), then made live (counted, given an incarnation) once there is
+// room. An error between them (dshash's allocation of the names table) leaves
+// only a placeholder, which a sweep deletes: nothing is counted without its
+// entry, and no PG_CATCH gives anything back.
 struct MemoryEntry {
   MemoryKey key;
   RowWrite row;
-  bool inline_share;  // made under a caller's inline config (counted in inline_entries)
+  uint64 incarnation;  // this life of the entry (StoredState's); 0: a placeholder
+  bool inline_share;   // made under a caller's inline config (counted in inline_entries)
 };
 
 struct MemoryHeader {
@@ -62,13 +69,14 @@ struct MemoryHeader {
   // idle_at it leaves; a write of an earlier one lowers it.
   pg_atomic_uint64 next_idle_at;
   pg_atomic_uint32 sweeps;
+  pg_atomic_uint64 incarnations;  // the last one given
 };
 
 static_assert(std::is_trivially_destructible_v<MemoryKey>);
 static_assert(std::is_trivially_copyable_v<MemoryEntry>);
-// What README says an entry takes: 304 bytes, and dshash's 16-byte item
-// header: one 320-byte DSA size class.
-static_assert(sizeof(MemoryEntry) == 304);
+// What README says an entry takes: 320 bytes, and dshash's 16-byte item
+// header (scripts/memory-sizing-test.sh measures the whole).
+static_assert(sizeof(MemoryEntry) == 320);
 
 int memory_max_keys = 10000;
 
@@ -99,6 +107,7 @@ void InitHeader(void* memory) {
   pg_atomic_init_u32(&header->inline_entries, 0);
   pg_atomic_init_u64(&header->next_idle_at, 0);
   pg_atomic_init_u32(&header->sweeps, 0);
+  pg_atomic_init_u64(&header->incarnations, 0);
 }
 
 MemoryHeader* header = nullptr;
@@ -254,6 +263,21 @@ void ReleaseSlot(bool inline_share) {
   if (inline_share) pg_atomic_sub_fetch_u32(&header->inline_entries, 1);
 }
 
+// Takes room for a new entry of `key`: its name's count (within
+// room.name_rows), then a slot (within memory_max_keys and the inline half).
+ModifyResult TakeRoom(const MemoryKey& key, const NewRowRoom& room) {
+  if (!CountNameEntry(key, room.name_rows)) return ModifyResult::kNoRoomForName;
+  if (ReserveSlot(room.inline_share)) return ModifyResult::kDone;
+  UncountNameEntry(key);
+  return ModifyResult::kNoRoom;
+}
+
+// Gives back what TakeRoom took.
+void ReleaseRoom(const MemoryKey& key, bool inline_share) {
+  ReleaseSlot(inline_share);
+  UncountNameEntry(key);
+}
+
 bool IdleAt(const MemoryEntry& entry, Micros now) { return now >= entry.row.idle_at; }
 
 uint64 AsBound(Micros at) { return at < 0 ? 0 : static_cast<uint64>(at); }
@@ -284,8 +308,9 @@ bool SweepMayFree(Micros now) {
 // A sweep of every database also moves next_idle_at to the earliest idle_at
 // it leaves: raised to "never" as it starts (a concurrent write lowers it
 // again; a concurrent full table sweeps too, while sweeps > 0), then
-// lowered to what it saw. An error midway leaves it at "never" with
-// sweeps > 0 for good, which only means every full table sweeps.
+// lowered to what it saw. Nothing in it can raise (dshash's scan and
+// deletes, and the names table's find and delete, neither allocate nor
+// wait for interrupts), so sweeps always comes back down.
 int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   bool all = database == InvalidOid;
   uint64 earliest = PG_UINT64_MAX;
@@ -298,8 +323,7 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   dshash_seq_init(&scan, table, true);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
     if (IdleAt(*entry, now) && (all || entry->key.database == database)) {
-      ReleaseSlot(entry->inline_share);
-      UncountNameEntry(entry->key);
+      if (entry->incarnation != 0) ReleaseRoom(entry->key, entry->inline_share);
       dshash_delete_current(&scan);
       ++deleted;
     } else {
@@ -314,43 +338,52 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
   return deleted;
 }
 
-// Takes room for a new entry of `key`: its name's count (within
-// room.name_rows), then a slot (within memory_max_keys and the inline half).
-ModifyResult TakeRoom(const MemoryKey& key, const NewRowRoom& room) {
-  if (!CountNameEntry(key, room.name_rows)) return ModifyResult::kNoRoomForName;
-  if (ReserveSlot(room.inline_share)) return ModifyResult::kDone;
-  UncountNameEntry(key);
-  return ModifyResult::kNoRoom;
-}
-
-// Gives back what TakeRoom took.
-void ReleaseRoom(const MemoryKey& key, bool inline_share) {
-  ReleaseSlot(inline_share);
-  UncountNameEntry(key);
-}
-
-// Inserts the entry of `key` for a slot already reserved, its partition
-// lock held exclusively on return; nullptr (the slot given back) when it
-// exists already. An error (no memory left in the area) gives the slot back
-// too: a slot is never counted without its entry.
-MemoryEntry* InsertEntry(dshash_table* table, const MemoryKey& key, bool inline_share) {
+// The entry of `key`, found or inserted as a placeholder, its partition
+// lock held exclusively. May raise (no memory left in the area) before
+// anything is inserted or counted.
+MemoryEntry* FindOrInsert(dshash_table* table, const MemoryKey& key) {
   bool found = false;
-  MemoryEntry* entry = nullptr;
-  PG_TRY();
-  { entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found)); }
-  PG_CATCH();
-  {
-    ReleaseRoom(key, inline_share);
-    PG_RE_THROW();
+  auto* entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found));
+  if (!found) {
+    std::memset(static_cast<void*>(&entry->row), 0, sizeof entry->row);
+    entry->row.idle_at = PG_INT64_MIN;  // idle at once: a sweep deletes a placeholder left by an error
+    entry->incarnation = 0;
+    entry->inline_share = false;
   }
-  PG_END_TRY();
-  if (found) {
-    dshash_release_lock(table, entry);
-    ReleaseRoom(key, inline_share);
-    return nullptr;
-  }
-  entry->inline_share = inline_share;
   return entry;
+}
+
+uint64 NewIncarnation() { return pg_atomic_add_fetch_u64(&header->incarnations, 1); }
+
+// Makes a placeholder live with `write`, if there is room (taken under its
+// lock: its name's count, then a slot); what TakeRoom says. Without room
+// the placeholder is deleted (its lock with it).
+ModifyResult MakeLive(dshash_table* table, MemoryEntry* entry, const NewRowRoom& room, uint64 incarnation,
+                      const RowWrite& write) {
+  ModifyResult taken = TakeRoom(entry->key, room);
+  if (taken != ModifyResult::kDone) {
+    dshash_delete_entry(table, entry);
+    return taken;
+  }
+  entry->incarnation = incarnation;
+  entry->inline_share = room.inline_share;
+  Store(entry, write);
+  dshash_release_lock(table, entry);
+  return ModifyResult::kDone;
+}
+
+// An entry as a step reads it: a placeholder is no entry.
+StoredState StoredOf(const MemoryEntry& entry) {
+  if (entry.incarnation == 0) return NoStoredRow();
+  StoredState stored = StoredStateOfWrite(entry.row);
+  stored.incarnation = entry.incarnation;
+  return stored;
+}
+
+// Deletes an entry whose partition lock is held, giving back what it counted.
+void DeleteEntry(dshash_table* table, MemoryEntry* entry) {
+  if (entry->incarnation != 0) ReleaseRoom(entry->key, entry->inline_share);
+  dshash_delete_entry(table, entry);
 }
 
 StoredState Read(const LimitId& id, ReadMode) {
@@ -358,46 +391,44 @@ StoredState Read(const LimitId& id, ReadMode) {
   dshash_table* table = Table();
   auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, false));
   if (entry == nullptr) return NoStoredRow();
-  StoredState stored = StoredStateOfWrite(entry->row);
+  StoredState stored = StoredOf(*entry);
   dshash_release_lock(table, entry);
   return stored;
 }
 
 ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) {
-  bool inline_share = room.inline_share;
   MemoryKey key = KeyOf(id);
   dshash_table* table = Table();
   bool swept = false;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
-    if (auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true))) {
+    auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true));
+    if (entry == nullptr) {
+      // No entry: a step that would write nothing to no row needs none.
       RowWrite write;
-      if (step(StoredStateOfWrite(entry->row), context, &write)) Store(entry, write);
+      if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
+      entry = FindOrInsert(table, key);
+    }
+    RowWrite write;
+    if (entry->incarnation != 0) {
+      if (step(StoredOf(*entry), context, &write)) Store(entry, write);
       dshash_release_lock(table, entry);
       return ModifyResult::kDone;
     }
-    // No entry: a step that would write nothing to no row needs none.
-    RowWrite write;
-    if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
-    ModifyResult taken = TakeRoom(key, room);
-    if (taken != ModifyResult::kDone) {
-      // Full: sweep the idle entries out, unless none can be idle yet.
-      Micros now = ClockNow();
-      if (swept || !SweepMayFree(now)) return taken;
-      SweepIdle(table, now, InvalidOid);
-      swept = true;
-      continue;
-    }
-    MemoryEntry* entry = InsertEntry(table, key, inline_share);
-    if (entry == nullptr) continue;  // made meanwhile by another session: decide on it
-    if (step(NoStoredRow(), context, &write)) {
-      Store(entry, write);
-      dshash_release_lock(table, entry);
-    } else {
+    // A placeholder: the step decides on no entry, under the life it would make.
+    StoredState none = NoStoredRow();
+    none.incarnation = NewIncarnation();
+    if (!step(none, context, &write)) {
       dshash_delete_entry(table, entry);
-      ReleaseRoom(key, inline_share);
+      return ModifyResult::kDone;
     }
-    return ModifyResult::kDone;
+    ModifyResult taken = MakeLive(table, entry, room, none.incarnation, write);
+    if (taken == ModifyResult::kDone) return taken;
+    // Full: sweep the idle entries out (no lock held now), unless none can be idle yet.
+    Micros now = ClockNow();
+    if (swept || !SweepMayFree(now)) return taken;
+    SweepIdle(table, now, InvalidOid);
+    swept = true;
   }
 }
 
@@ -407,10 +438,9 @@ bool DeleteLimit(const LimitId& id) {
   if (table == nullptr || !TryKeyOf(id, &key)) return false;  // none can be stored
   auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true));
   if (entry == nullptr) return false;
-  ReleaseSlot(entry->inline_share);
-  UncountNameEntry(entry->key);
-  dshash_delete_entry(table, entry);
-  return true;
+  bool live = entry->incarnation != 0;
+  DeleteEntry(table, entry);
+  return live;
 }
 
 int64 DeleteIdle(Micros now) {
@@ -438,7 +468,7 @@ int CopyEntries(dshash_table* table, Oid database, MemoryEntry** out) {
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, false);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (database != InvalidOid && entry->key.database != database) continue;
+    if (entry->incarnation == 0 || (database != InvalidOid && entry->key.database != database)) continue;
     if (count == capacity) {
       capacity *= 2;
       entries = static_cast<MemoryEntry*>(repalloc_huge(entries, sizeof(MemoryEntry) * capacity));
@@ -468,7 +498,7 @@ void ScanStatus(StatusRowSink sink, void* context) {
       row.id.key = VARDATA_ANY(row.id.key_text);
       row.id.key_len = key.key_len;
     }
-    row.stored = StoredStateOfWrite(entries[i].row);
+    row.stored = StoredOf(entries[i]);
     // The config calls apply: the key's override, else the definition.
     row.has_owner_config = OwnerConfigOf(row.id, &row.owner_config);
     sink(row, context);
@@ -504,59 +534,53 @@ const Storage& MemoryStorage() { return kMemoryStorage; }
 
 size_t MemoryEntryBytes() { return sizeof(MemoryEntry) + 16; }
 
-// The file's layout: a version bumped with any change of MemoryEntry's
-// fields, and the sizes of its parts.
-uint32 MemoryEntryLayout() {
-  return kLayout ^
-         static_cast<uint32>(sizeof(MemoryEntry) << 20 ^ sizeof(RowWrite) << 10 ^ sizeof(MemoryKey));
-}
-
-int64 WriteMemoryEntries(FILE* file, Micros now) {
+int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context) {
   dshash_table* table = TableOrNull();
   if (table == nullptr) return 0;
-  // Written straight from the table, a partition at a time under its shared
-  // lock (at shutdown: nobody waits long), each entry field by field into a
-  // zeroed record (no padding byte of the file is left unset).
-  int64 written = 0;
+  // Straight from the table, a partition at a time under its shared lock
+  // (at shutdown: nobody else runs).
+  int64 visited = 0;
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, false);
   while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (IdleAt(*entry, now)) continue;
-    MemoryEntry record;
-    std::memset(static_cast<void*>(&record), 0, sizeof record);
-    std::memcpy(&record.key, &entry->key, sizeof(MemoryKey));  // zeroed after the identity (KeyOf)
-    record.row.next.exists = entry->row.next.exists;
-    record.row.next.value = entry->row.next.value;
-    record.row.next.ts = entry->row.next.ts;
-    record.row.next.prev = entry->row.next.prev;
-    record.row.keep_prev = entry->row.keep_prev;
-    record.row.idle_at = entry->row.idle_at;
+    if (entry->incarnation == 0 || IdleAt(*entry, now)) continue;
+    MemoryRecord record{};
+    record.database = entry->key.database;
+    record.name_len = entry->key.name_len;
+    record.key_len = entry->key.key_len;
+    record.bytes = entry->key.bytes;
+    record.row = entry->row;
     record.inline_share = entry->inline_share;
-    if (fwrite(&record, sizeof(MemoryEntry), 1, file) != 1) {
-      written = -1;
+    if (!visit(record, context)) {
+      visited = -1;
       break;
     }
-    ++written;
+    ++visited;
   }
   dshash_seq_term(&scan);
-  return written;
+  return visited;
 }
 
-bool ReadMemoryEntry(FILE* file, bool* stored) {
-  *stored = false;
-  MemoryEntry record;
-  if (fread(&record, sizeof(MemoryEntry), 1, file) != 1) return false;
-  const MemoryKey& key = record.key;
-  if (key.name_len < 1 || key.key_len < -1 || UsedBytes(key) > kIdentityBytes) return false;
+int MemoryIdentityBytes() { return kIdentityBytes; }
+
+bool RestoreMemoryEntry(const MemoryRecord& record) {
   dshash_table* table = TableOrNull();
-  if (table == nullptr || TakeRoom(key, NewRowRoom{record.inline_share, 0}) != ModifyResult::kDone)
-    return true;
-  MemoryEntry* entry = InsertEntry(table, key, record.inline_share);
-  if (entry == nullptr) return true;  // a session made it since the start: its state stands
-  Store(entry, record.row);
-  dshash_release_lock(table, entry);
-  *stored = true;
-  return true;
+  if (table == nullptr || record.name_len < 1 || record.key_len < -1 ||
+      int64{record.name_len} + std::max(int64{0}, int64{record.key_len}) > kIdentityBytes)
+    return false;
+  MemoryKey key;
+  std::memset(&key, 0, sizeof key);
+  key.database = record.database;
+  key.name_len = record.name_len;
+  key.key_len = record.key_len;
+  std::memcpy(key.bytes, record.bytes, UsedBytes(key));
+  MemoryEntry* entry = FindOrInsert(table, key);
+  if (entry->incarnation != 0) {  // twice in one file: the first stands
+    dshash_release_lock(table, entry);
+    return false;
+  }
+  return MakeLive(table, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row) ==
+         ModifyResult::kDone;
 }
 
 }  // namespace ratelimit_pg

@@ -8,8 +8,6 @@
 // (memory_persist.h).
 #pragma once
 
-#include <cstdio>
-
 #include "storage.h"
 
 namespace ratelimit_pg {
@@ -21,12 +19,25 @@ const Storage& MemoryStorage();
 // The bytes one entry takes in shared memory (its DSA allocation).
 size_t MemoryEntryBytes();
 
-// For memory_persist.cpp: every live entry (not idle at `now`) written to
-// `file` as fixed-size records; how many. And one record read back (false:
-// not a record of this layout, or no room).
-int64 WriteMemoryEntries(FILE* file, Micros now);
-bool ReadMemoryEntry(FILE* file, bool* stored);
-// The layout's version, written in the file's header.
-uint32 MemoryEntryLayout();
+// One entry as memory_persist.cpp saves and restores it.
+struct MemoryRecord {
+  Oid database;
+  int32 name_len;
+  int32 key_len;      // -1: the NULL key
+  const char* bytes;  // the name, then the key
+  RowWrite row;
+  bool inline_share;
+};
+using MemoryEntryVisitor = bool (*)(const MemoryRecord& record, void* context);
+
+// For memory_persist.cpp: hands every live entry (not idle at `now`) to
+// `visit` (false: stop); how many, or -1 if stopped.
+int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context);
+// The most bytes of a name and key together.
+int MemoryIdentityBytes();
+// Makes the entry of a record live; false when it does not fit (an identity
+// too long, no room, a duplicate). May raise only as an insert can (no
+// memory left in the area).
+bool RestoreMemoryEntry(const MemoryRecord& record);
 
 }  // namespace ratelimit_pg

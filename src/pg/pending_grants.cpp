@@ -1,5 +1,8 @@
 // Pending grants (pending_grants.h): a backend-local list in
-// TopMemoryContext, emptied at every transaction's end.
+// TopMemoryContext, emptied at every transaction's end, with an index by
+// identity so that a limit called again in one subtransaction keeps one
+// record (a transaction's records cost O(limits it called), not O(calls)).
+// And the names whose config this transaction changed.
 #include <cstring>
 
 #include "pending_grants.h"
@@ -10,6 +13,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 }
 
@@ -20,7 +24,9 @@ struct PendingGrant {
   const Storage* storage;
   LimitCall call;  // identity bytes copied into the list's context
   double amount;
-  Micros window;  // the window (of a window kind) the grant was taken from
+  Micros window;       // the window (of a window kind) the grant was taken from
+  uint64 incarnation;  // the life of the row it was taken from (StoredState's)
+  uint32 hash;         // of the identity
   SubTransactionId subid;
   bool keep;
   bool active;
@@ -32,6 +38,22 @@ MemoryContext list_context = nullptr;
 PendingGrant* grants = nullptr;
 int count = 0;
 int capacity = 0;
+// Open addressing over the records: slot -> record index + 1 (0: empty),
+// the newest record of each identity; 2 * capacity slots. Rebuilt (valid =
+// false) whenever records are dropped or moved.
+int* index_slots = nullptr;
+bool index_valid = false;
+
+// A name whose config this transaction changed (ratelimit_define and the
+// others; a direct change of the definition table: every name).
+struct ConfigNote {
+  const char* name;  // nullptr: every name
+  int name_len;
+  SubTransactionId subid;
+};
+ConfigNote* notes = nullptr;
+int note_count = 0;
+int note_capacity = 0;
 
 bool SameIdentity(const LimitId& x, const LimitId& y) {
   if (x.name_len != y.name_len || std::memcmp(x.name, y.name, x.name_len) != 0) return false;
@@ -41,9 +63,42 @@ bool SameIdentity(const LimitId& x, const LimitId& y) {
 
 void Clear() {
   count = 0;
+  note_count = 0;
   if (list_context != nullptr) MemoryContextReset(list_context);
   grants = nullptr;
   capacity = 0;
+  index_slots = nullptr;
+  index_valid = false;
+  notes = nullptr;
+  note_capacity = 0;
+}
+
+uint32 IdentityHash(const LimitId& id) {
+  uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(id.name), id.name_len);
+  if (id.key == nullptr) return h;
+  return hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(id.key), id.key_len) + 1);
+}
+
+int SlotMask() { return 2 * capacity - 1; }
+
+// The slot of grants[i]'s identity: its own, or the empty one it goes in.
+int SlotFor(int i) {
+  int mask = SlotMask();
+  for (int slot = static_cast<int>(grants[i].hash) & mask;; slot = (slot + 1) & mask) {
+    int at = index_slots[slot] - 1;
+    if (at < 0 || (grants[at].hash == grants[i].hash && SameIdentity(grants[at].call.id, grants[i].call.id)))
+      return slot;
+  }
+}
+
+void IndexRecord(int i) { index_slots[SlotFor(i)] = i + 1; }
+
+// Makes the index hold the newest record of each identity. Allocates
+// nothing (its slots are allocated with the records).
+void RebuildIndex() {
+  std::memset(index_slots, 0, sizeof(int) * 2 * capacity);
+  for (int i = 0; i < count; ++i) IndexRecord(i);
+  index_valid = true;
 }
 
 struct RefundContext {
@@ -53,11 +108,13 @@ struct RefundContext {
 
 // Gives a grant back to its row, as ratelimit_refund would now; a window
 // kind only into the window it was taken from (else that window is over, and
-// the grant with it). Pure: runs under the storage's lock.
+// the grant with it), and only into the life of the row it was taken from
+// (a reset or a sweep since made it anew). Pure: runs under the storage's lock.
 bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
   const auto* refund = static_cast<const RefundContext*>(context);
   const LimitCall& call = refund->grant->call;
   if (!stored.state.exists) return false;  // no row: as full as a refund could make it
+  if (stored.incarnation != refund->grant->incarnation) return false;
   LimitState live = LiveFor(call, stored, refund->now);
   if (!live.exists) return false;
   Decision d = ratelimit::RefundTaken(call.config, live, refund->now, call.origin, refund->grant->amount,
@@ -78,7 +135,8 @@ int FirstOf(SubTransactionId subid) {
 
 // Gives back the active grants of subtransaction subid (every one if
 // InvalidSubTransactionId), newest first, and drops them. Runs in an abort:
-// takes only the storage's short locks, allocates nothing, raises nothing.
+// takes only the storage's short locks, allocates nothing, raises nothing
+// (the clock is read without parsing; the step only runs the core).
 void GiveBack(SubTransactionId subid) {
   int first = subid == InvalidSubTransactionId ? 0 : FirstOf(subid);
   if (first == count) return;
@@ -90,8 +148,9 @@ void GiveBack(SubTransactionId subid) {
       grant.storage->modify(grant.call.id, NewRowRoom{false, 0}, RefundStep, &context);
     }
     grant.active = false;
-    count = i;  // (an error midway leaves the rest to the transaction's abort)
+    count = i;
   }
+  index_valid = false;
 }
 
 bool AnyActive() {
@@ -127,10 +186,19 @@ void OnXact(XactEvent event, void*) {
   }
 }
 
+// The notes of a subtransaction that ends: dropped if it aborts, its
+// parent's if it commits (they are the list's last, as grants are).
+void EndNotes(SubTransactionId subid, SubTransactionId parent, bool commit) {
+  while (note_count > 0 && notes[note_count - 1].subid == subid && !commit) --note_count;
+  for (int i = note_count - 1; commit && i >= 0 && notes[i].subid == subid; --i) notes[i].subid = parent;
+}
+
 void OnSubXact(SubXactEvent event, SubTransactionId subid, SubTransactionId parent, void*) {
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     GiveBack(subid);
+    EndNotes(subid, parent, false);
   } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+    EndNotes(subid, parent, true);
     int kept = FirstOf(subid);
     for (int i = kept; i < count; ++i) {
       PendingGrant& grant = grants[i];
@@ -139,7 +207,23 @@ void OnSubXact(SubXactEvent event, SubTransactionId subid, SubTransactionId pare
       grants[kept++] = grant;
     }
     count = kept;
+    index_valid = false;
   }
+}
+
+// Room for one more record (and its index slots); may raise.
+void GrowRecords() {
+  if (list_context == nullptr)
+    list_context = AllocSetContextCreate(TopMemoryContext, "ratelimit pending grants", ALLOCSET_SMALL_SIZES);
+  if (count < capacity) return;
+  int grown = capacity == 0 ? 8 : capacity * 2;
+  auto* more = static_cast<PendingGrant*>(MemoryContextAlloc(list_context, sizeof(PendingGrant) * grown));
+  auto* slots = static_cast<int*>(MemoryContextAlloc(list_context, sizeof(int) * 2 * grown));
+  if (count > 0) std::memcpy(more, grants, sizeof(PendingGrant) * count);
+  grants = more;
+  index_slots = slots;
+  capacity = grown;
+  index_valid = false;
 }
 
 }  // namespace
@@ -150,25 +234,20 @@ void RegisterPendingGrantCallbacks() {
 }
 
 int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
-  if (list_context == nullptr)
-    list_context = AllocSetContextCreate(TopMemoryContext, "ratelimit pending grants", ALLOCSET_SMALL_SIZES);
-  if (count == capacity) {
-    int grown = capacity == 0 ? 8 : capacity * 2;
-    auto* more = static_cast<PendingGrant*>(MemoryContextAlloc(list_context, sizeof(PendingGrant) * grown));
-    if (count > 0) std::memcpy(more, grants, sizeof(PendingGrant) * count);
-    grants = more;
-    capacity = grown;
-  }
+  GrowRecords();
+  if (!index_valid) RebuildIndex();
   PendingGrant& grant = grants[count];
   grant = PendingGrant{};
   grant.storage = &storage;
   grant.call = call;
+  grant.hash = IdentityHash(call.id);
   LimitId& id = grant.call.id;
   id.name_text = nullptr;
   id.key_text = nullptr;
-  if (count > 0 && SameIdentity(grants[count - 1].call.id, id)) {
-    id.name = grants[count - 1].call.id.name;  // the same limit again: its bytes are there already
-    id.key = grants[count - 1].call.id.key;
+  int known = index_slots[SlotFor(count)] - 1;
+  if (known >= 0) {
+    id.name = grants[known].call.id.name;  // the same limit again: its bytes are there already
+    id.key = grants[known].call.id.key;
   } else {
     char* name = static_cast<char*>(MemoryContextAlloc(list_context, id.name_len + 1));
     std::memcpy(name, id.name, id.name_len);
@@ -186,36 +265,76 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
 
 namespace {
 
-// Whether two records give back into the same row under the same rules, so
-// one can carry both amounts (a refund of a + b is a refund of a, then of b:
-// both are capped at capacity alone).
-bool SameRefund(const PendingGrant& a, const PendingGrant& b) {
-  const LimitId& x = a.call.id;
-  const LimitId& y = b.call.id;
-  if (!a.active || a.storage != b.storage || a.subid != b.subid || a.keep != b.keep || a.window != b.window ||
-      a.call.origin != b.call.origin || a.call.owner_config != b.call.owner_config ||
-      !ratelimit::SameLimit(a.call.config, b.call.config))
-    return false;
-  return SameIdentity(x, y);
+// Whether record b can be carried by record a: the same row and life,
+// subtransaction and rules. A token bucket's refund does not depend on the
+// window. A window kind's does: a grant in a later window than a's means the
+// row has moved on (its window never moves back), so a's grants could no
+// longer be given back and b replaces them.
+bool CarriedBy(const PendingGrant& a, const PendingGrant& b) {
+  return a.active && a.storage == b.storage && a.subid == b.subid && a.keep == b.keep &&
+         a.incarnation == b.incarnation && a.call.origin == b.call.origin &&
+         a.call.owner_config == b.call.owner_config && ratelimit::SameLimit(a.call.config, b.call.config) &&
+         SameIdentity(a.call.id, b.call.id);
 }
 
 }  // namespace
 
-void RememberGrant(int record, const Decision& decision, bool keep) {
+void RememberGrant(int record, const Decision& decision, bool keep, uint64 incarnation) {
   PendingGrant& grant = grants[record];
   grant.amount = grant.call.request.count;
   grant.window = decision.next.ts;
+  grant.incarnation = incarnation;
   grant.keep = keep;
   grant.active = true;
-  // A transaction calling one limit again and again keeps one record.
-  if (record == count - 1 && record > 0 && SameRefund(grants[record - 1], grant)) {
-    grants[record - 1].amount += grant.amount;
+  // A transaction calling one limit again keeps one record (a refund of
+  // a + b is a refund of a, then of b: both are capped at capacity alone).
+  int slot = SlotFor(record);
+  int known = index_slots[slot] - 1;
+  if (record == count - 1 && known >= 0 && known != record && CarriedBy(grants[known], grant)) {
+    PendingGrant& carrier = grants[known];
+    if (grant.call.config.kind == ratelimit::Kind::kTokenBucket || carrier.window == grant.window) {
+      carrier.amount += grant.amount;
+    } else {
+      carrier.amount = grant.amount;
+      carrier.window = grant.window;
+    }
     --count;
+    return;
   }
+  index_slots[slot] = record + 1;
 }
 
 void ForgetPendingGrant(int record) {
   if (record == count - 1) --count;  // else left inactive: dropped at the transaction's end
+}
+
+void NoteConfigChange(const LimitId* id) {
+  if (list_context == nullptr)
+    list_context = AllocSetContextCreate(TopMemoryContext, "ratelimit pending grants", ALLOCSET_SMALL_SIZES);
+  if (note_count == note_capacity) {
+    int grown = note_capacity == 0 ? 4 : note_capacity * 2;
+    auto* more = static_cast<ConfigNote*>(MemoryContextAlloc(list_context, sizeof(ConfigNote) * grown));
+    if (note_count > 0) std::memcpy(more, notes, sizeof(ConfigNote) * note_count);
+    notes = more;
+    note_capacity = grown;
+  }
+  ConfigNote note{nullptr, 0, GetCurrentSubTransactionId()};
+  if (id != nullptr) {
+    char* name = static_cast<char*>(MemoryContextAlloc(list_context, id->name_len + 1));
+    std::memcpy(name, id->name, id->name_len);
+    note.name = name;
+    note.name_len = id->name_len;
+  }
+  notes[note_count++] = note;
+}
+
+bool ConfigChangedHere(const LimitId& id) {
+  for (int i = 0; i < note_count; ++i) {
+    const ConfigNote& note = notes[i];
+    if (note.name == nullptr) return true;
+    if (note.name_len == id.name_len && std::memcmp(note.name, id.name, id.name_len) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace ratelimit_pg

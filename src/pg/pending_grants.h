@@ -19,8 +19,17 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call);
 // After: the grant the record is for (no allocation, no error). keep: given
 // back only if the current subtransaction (not an outer one) rolls back
 // (ratelimit_limit_all's all-or-nothing step under "on_rollback": "keep").
-void RememberGrant(int record, const Decision& decision, bool keep);
+// incarnation: the life of the row it was taken from (StoredState's).
+void RememberGrant(int record, const Decision& decision, bool keep, uint64 incarnation);
 // After: no grant was stored; the record is dropped.
 void ForgetPendingGrant(int record);
+
+// ratelimit_define, _undefine, _override and _unoverride of a name (nullptr:
+// of every name) in the current subtransaction; forgotten if it rolls back.
+void NoteConfigChange(const LimitId* id);
+// Whether this transaction changed the config of the name and has not
+// committed it: a memory limit is not decided under a config a rollback
+// could take back, as its entry would not be rolled back with it.
+bool ConfigChangedHere(const LimitId& id);
 
 }  // namespace ratelimit_pg

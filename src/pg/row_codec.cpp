@@ -47,6 +47,7 @@ StoredState StoredStateOfWrite(const RowWrite& row) {
   out.kind = KindOfPrev(!row.keep_prev, row.next.prev, true);
   out.has_idle_at = true;
   out.idle_at = row.idle_at;
+  out.period = row.period;
   ItemPointerSetInvalid(&out.version.tid);
   return out;
 }
@@ -78,7 +79,8 @@ LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind, Micros 
 }
 
 RowWrite TaggedRow(const LimitConfig& config, const LimitState& next, Micros idle_at) {
-  RowWrite row{next, config.kind != ratelimit::Kind::kTokenBucket, idle_at};
+  bool window = config.kind != ratelimit::Kind::kTokenBucket;
+  RowWrite row{next, window, idle_at, window ? config.period : 0};
   if (config.kind == ratelimit::Kind::kFixedWindow) row.next.prev = kFixedWindowTag;
   return row;
 }

@@ -241,6 +241,17 @@ uint32 SeededHash(const void* bytes, int len, uint64 seed) {
   return static_cast<uint32>(h ^ (h >> 32));
 }
 
+void DetachSharedTables() {
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (tables[i] == nullptr) continue;
+    dshash_detach(tables[i]);
+    tables[i] = nullptr;
+  }
+  if (area != nullptr) dsa_detach(area);
+  area = nullptr;
+  attached = false;
+}
+
 dshash_table* AttachSharedTable(SharedTable table, void** header) {
   if (!attached) Attach();
   int i = static_cast<int>(table);

@@ -53,5 +53,8 @@ bool SharedTablesPreloaded();
 // The table attached in this backend, and its header; nullptr (and *header
 // nullptr) when there is no shared memory. Attaches on first use.
 dshash_table* AttachSharedTable(SharedTable table, void** header);
+// Detaches this process (the postmaster, after it loaded or saved memory
+// limits: the processes it forks attach for themselves).
+void DetachSharedTables();
 
 }  // namespace ratelimit_pg

@@ -50,8 +50,10 @@ void PutStatusRow(const StatusRow& row, void* context) {
     LimitConfig per_row = ratelimit::RowConfig(config);
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
-    LimitState state =
-        ratelimit::WithinMaxDeficit(per_row, StateForKind(row.stored, config.kind, status->now));
+    // A memory row off the config's window grid reads as a call would read it (realigned).
+    LimitState state = ratelimit::WithinMaxDeficit(
+        per_row, ratelimit::Realigned(per_row, origin, StateForKind(row.stored, config.kind, status->now),
+                                      row.stored.period, status->now));
     values[4] = Float8GetDatum(ratelimit::ValueAt(per_row, state, status->now, origin).value + 0.0);
     nulls[3] = nulls[4] = false;
   }

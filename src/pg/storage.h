@@ -33,6 +33,15 @@ struct StoredState {
   Micros idle_at;      // from then on the row answers as no row (see StateForKind)
   bool busy;           // the row exists but another transaction holds it (kLockSkipLocked)
   RowVersion version;  // valid when state.exists
+  // The window period the row was written under, where the storage keeps
+  // it (0: not kept; the table's rows are carried over by a config change
+  // itself). A row off the call's grid is realigned as a change would (LiveFor).
+  Micros period;
+  // Which life of the row this is, where the storage's writes are not undone
+  // by a rollback (memory): a new one whenever the row is made again (after
+  // a reset, a sweep), so a rollback's refund for an earlier life is
+  // dropped. 0 where the storage has none.
+  uint64 incarnation;
 };
 
 // A row to write: the state, whether prev is kept (sliding window only,
@@ -42,6 +51,7 @@ struct RowWrite {
   LimitState next;
   bool keep_prev;
   Micros idle_at;
+  Micros period;  // the window period it is written under (0: a token bucket)
 };
 
 // How a step reads a row: without a row lock (kUnlockedForWrite: the

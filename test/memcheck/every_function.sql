@@ -148,7 +148,7 @@ SELECT ratelimit_undefine('mc_def');
 -- ratelimit.memory_max_keys = 8 and max_prepared_transactions = 2): every
 -- kind and function, rollbacks and savepoints giving grants back, PREPARE
 -- refused, on_rollback keep, read-only, a full memory and its sweep, a long
--- identity, status, cleanup; the keeper worker writes them at shutdown.
+-- identity, status, cleanup; the postmaster writes them at shutdown.
 \set mtb '''{"kind": "token bucket", "rate": 10, "period": "1 minute", "maxReserved": 5, "storage": "memory"}'''
 \set mfw '''{"kind": "fixed window", "rate": 5, "period": "1 minute", "storage": "memory", "jitter": true}'''
 \set msw '''{"kind": "sliding window", "rate": 4, "period": "1 minute", "shards": 4, "storage": "memory"}'''
@@ -203,6 +203,6 @@ SELECT name, memory_full FROM ratelimit_stats WHERE memory_full > 0;
 SELECT ratelimit_undefine('mc_mem_def');
 SELECT ratelimit_reset('mc_mem', 'tb');
 SELECT ratelimit_cleanup() >= 0 AS cleaned;
--- Live at the shutdown's real clock: written by the keeper worker.
+-- Live at the shutdown's real clock: written by the postmaster at its exit.
 RESET ratelimit.now;
 SELECT ok FROM ratelimit_limit('mc_mem', 'at-shutdown', '{"kind": "token bucket", "rate": 1, "period": "1 day", "storage": "memory"}');

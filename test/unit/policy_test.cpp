@@ -94,6 +94,40 @@ TEST(CarryOver, NoRowStaysNoRow) {
   EXPECT_FALSE(CarryOver(TokenBucket(1, kMinute), 0, TokenBucket(2, kMinute), 0, none, kT0).exists);
 }
 
+TEST(Realigned, RowOnTheGridStaysAsItIs) {
+  LimitConfig config = FixedWindow(10, kHour);
+  LimitState state{true, 3, kW0, 0};
+  LimitState same = Realigned(config, 0, state, kHour, kW0 + kMinute);
+  EXPECT_EQ(same.value, 3);
+  EXPECT_EQ(same.ts, kW0);
+  // A token bucket, no row, and a row whose writing period is not kept: as they are.
+  LimitState bucket{true, 3, kT0, 0};
+  EXPECT_EQ(Realigned(TokenBucket(10, kHour), 0, bucket, 0, kT0 + kSecond).ts, kT0);
+  EXPECT_FALSE(Realigned(config, 0, LimitState{}, kMinute, kW0).exists);
+  EXPECT_EQ(Realigned(config, 0, LimitState{true, 3, kW0 + kMinute, 0}, 0, kW0 + kMinute).ts, kW0 + kMinute);
+}
+
+TEST(Realigned, AnotherPeriodIsCarriedOntoTheNewGrid) {
+  // Written under 15-minute windows at 00:15; read under hourly ones at 00:20.
+  LimitConfig config = FixedWindow(3, kHour);
+  LimitState state{true, 0, kW0 + 15 * kMinute, 0};
+  LimitState realigned = Realigned(config, 0, state, 15 * kMinute, kW0 + 20 * kMinute);
+  EXPECT_EQ(realigned.ts, kW0);  // the hour's window, as a table row carried by the change
+  EXPECT_EQ(realigned.value, 0);
+  // The old window over: its tokens are back (capped at the new capacity).
+  LimitState later = Realigned(config, 0, state, 15 * kMinute, kW0 + 40 * kMinute);
+  EXPECT_EQ(later.value, 3);
+}
+
+TEST(Realigned, AnotherStartIsCarriedOntoTheNewGrid) {
+  LimitConfig config = FixedWindow(3, kHour);
+  LimitState state{true, 1, kW0, 0};
+  Micros origin = 30 * kMinute;  // windows start at half past
+  LimitState realigned = Realigned(config, origin, state, kHour, kW0 + 40 * kMinute);
+  EXPECT_EQ(realigned.ts, kW0 + 30 * kMinute);
+  EXPECT_EQ(realigned.value, 1);
+}
+
 TEST(ShadowGrant, GrantedWithoutRetryKeepingTheRest) {
   Decision refused;
   refused.ok = false;
