@@ -147,11 +147,13 @@ log_free_of_other_crashes() {
   fi
 }
 
-# A clean restart keeps memory limits (the keeper worker writes them at
-# shutdown and reads them back at start); an immediate stop and a backend
-# killed with SIGKILL lose them.
+# A clean restart keeps memory limits (the postmaster writes them to
+# $PGDATA/ratelimit_memory.state as it exits after a clean shutdown and
+# reads them back, then removes the file, before its first connection); an
+# immediate stop and a backend killed with SIGKILL lose them. (The faults of
+# that path: scripts/memory-restart-test.sh.)
 restarts_keep_or_lose_memory() {
-  local before after data written read_back rc=0
+  local before after data written read_back f rc=0
   data=$(server_path "$CLUSTER_DIR")/data
   psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
   take_restart_limits || return 1
@@ -166,15 +168,16 @@ restarts_keep_or_lose_memory() {
   fi
   [ "$(restart_limit_values)" = "7.00 7.00 7.00" ] ||
     { echo "FAIL: after a clean restart the values are $(restart_limit_values), not 7 7 7" >&2; rc=1; }
-  # The keeper logs how many it wrote and read back: the same number.
+  # The server logs how many it wrote and read back: the same number.
   written=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits written for the next start.*/\1/p' "$CLUSTER_DIR/server.log")
   read_back=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits read back from the last shutdown.*/\1/p' "$CLUSTER_DIR/server.log" | tail -1)
   if [ -z "$written" ] || [ "$written" -lt 3 ] || [ "$written" != "$read_back" ]; then
-    echo "FAIL: the keeper wrote ${written:-no} memory limits at shutdown and read ${read_back:-none} back" >&2
+    echo "FAIL: the server wrote ${written:-no} memory limits at shutdown and read ${read_back:-none} back" >&2
     rc=1
   fi
-  [ ! -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] ||
-    { echo "FAIL: ratelimit_memory.state is left after the start" >&2; rc=1; }
+  for f in ratelimit_memory.state ratelimit_memory.state.loading; do
+    [ ! -e "$CLUSTER_DIR/data/$f" ] || { echo "FAIL: $f is left after the start" >&2; rc=1; }
+  done
   [ $rc -ne 0 ] || echo "ok - pg_ctl restart -m fast keeps the memory limits ($after)"
 
   # An immediate stop writes nothing.

@@ -7,6 +7,10 @@
 #   pg_regress and the isolation specs (make installcheck)      x   x   x
 #   ratelimit_stats preloaded (scripts/stats-test.sh)           x   x   x
 #   memory limits, preloaded and not (scripts/memory-test.sh)   x   x   x
+#   memory limits across restarts: fast stops with open
+#     transactions and under load, calls racing the start,
+#     damaged state files, crashes (memory-restart-test.sh)     x   x   x
+#   README's shared-memory sizes (memory-sizing-test.sh)        x   x   x
 #   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
 #   libpqxx contention and C++ client API tests                 x   x   x
 #   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
@@ -84,6 +88,12 @@ stage "stats with shared memory" scripts/stats-test.sh
 echo "== memory limits with shared_preload_libraries, their own clusters: regression, isolation, contention, restarts, a hot standby (scripts/memory-test.sh)"
 stage "memory limits" scripts/memory-test.sh
 
+echo "== memory limits across restarts: fast stops with open transactions and under load, calls racing the start, damaged state files, crashes (scripts/memory-restart-test.sh)"
+stage "memory limits across restarts" scripts/memory-restart-test.sh
+
+echo "== README's shared-memory sizes of memory limits, from pg_shmem_allocations (scripts/memory-sizing-test.sh)"
+stage "memory sizing" scripts/memory-sizing-test.sh
+
 echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
 stage "memcheck" scripts/memcheck.sh
 
@@ -142,7 +152,7 @@ stop_cluster
 
 # The stages run against another major ($1), in its cached chroot: build
 # there with its PGXS (-Werror), its make installcheck, the preloaded stats,
-# memory, memcheck and pgbouncer stages with that major's server, valgrind and
+# memory (restarts and sizes too), memcheck and pgbouncer stages with that major's server, valgrind and
 # pgbouncer, and the host-built libpqxx programs against its server. Unit and
 # sanitizer runs are the host's.
 test_major() {
@@ -167,6 +177,10 @@ test_major() {
   stage "PG $major: stats with shared memory" scripts/stats-test.sh
   echo "== PG $major: memory limits, preloaded and through the DSM registry, their own clusters (scripts/memory-test.sh)"
   stage "PG $major: memory limits" scripts/memory-test.sh
+  echo "== PG $major: memory limits across restarts (scripts/memory-restart-test.sh)"
+  stage "PG $major: memory limits across restarts" scripts/memory-restart-test.sh
+  echo "== PG $major: README's shared-memory sizes of memory limits (scripts/memory-sizing-test.sh)"
+  stage "PG $major: memory sizing" scripts/memory-sizing-test.sh
   echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
   stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"
