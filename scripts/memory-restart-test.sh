@@ -29,6 +29,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+# Not the cluster of the caller (scripts/test.sh exports its CLUSTER_DIR):
+# this script stops only clusters it started.
+CLUSTER_DIR=""
 require_program python3 "crafting state files" || exit 1
 require_server_program "$PG_BINDIR/pgbench" "the load of test b" || exit 1
 MAJOR=$(in_server_root "$PG_BINDIR/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')

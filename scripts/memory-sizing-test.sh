@@ -15,6 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+# Not the cluster of the caller (scripts/test.sh exports its CLUSTER_DIR):
+# this script stops only clusters it started.
+CLUSTER_DIR=""
 failed=0
 fail() { echo "FAIL: $*" >&2; failed=1; }
 trap stop_cluster EXIT

@@ -29,6 +29,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+# Not the cluster of the caller (scripts/test.sh exports its CLUSTER_DIR):
+# this script stops only clusters it started.
+CLUSTER_DIR=""
 PG_REGRESS=$(server_pgxs_program pg_regress)
 PG_ISOLATION_REGRESS=$(server_pgxs_program pg_isolation_regress)
 SRC=$(server_source_dir)
