@@ -235,5 +235,16 @@ inline void* NamedSharedSegment(const char* name, size_t size, void (*init)(void
 #endif
 }
 
+// Memory for a GUC check hook's extra, as the GUC machinery frees it: from
+// 16 on guc_malloc's (freed with guc_free, a pfree), before that malloc's
+// (freed with free). nullptr when there is none.
+inline void* GucExtraAlloc(size_t size) {
+#if PG_VERSION_NUM >= 160000
+  return guc_malloc(LOG, size);
+#else
+  return malloc(size);
+#endif
+}
+
 }  // namespace compat
 }  // namespace ratelimit_pg
