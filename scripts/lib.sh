@@ -2,11 +2,13 @@
 # Source it; it defines functions only.
 
 PG_MAJOR=15
-# The server's programs: the host's PostgreSQL 15, unless RATELIMIT_CHROOT is
-# set (below) and PG_BINDIR with it, as scripts/pgmajors.sh's enter_major
-# exports them for the scripts a test command runs against another major.
+# The server's programs: the host's PostgreSQL 15 (RATELIMIT_PG_BINDIR: a
+# relocated copy of it, for a developer's run that must not install into the
+# system's), unless RATELIMIT_CHROOT is set (below) and PG_BINDIR with it, as
+# scripts/pgmajors.sh's enter_major exports them for the scripts a test
+# command runs against another major.
 if [ -z "${RATELIMIT_CHROOT:-}" ] || [ -z "${PG_BINDIR:-}" ]; then
-  PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+  PG_BINDIR=${RATELIMIT_PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 fi
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
                     cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer

@@ -307,19 +307,19 @@ damaged_files() {
   else
     cp "$CLUSTER_DIR/data/$STATE_FILE" "$real"
     if ! dump=$(python3 "$STATE_TOOL" dump "$real" "$MAJOR"); then
-      fail "d: the $STATE_FILE a clean stop wrote is not format 2 of PostgreSQL $MAJOR: $dump"
+      fail "d: the $STATE_FILE a clean stop wrote is not format 3 of PostgreSQL $MAJOR: $dump"
       rc=1
     elif ! grep -qx "$db damage k 6.00" <<<"$dump" || ! grep -qx "$db damage <NULL> 3.00" <<<"$dump"; then
       fail "d: the $STATE_FILE a clean stop wrote lacks 'damage' at 6 and 3: $(grep damage <<<"$dump")"
       rc=1
     else
-      echo "ok - d: a clean stop writes $STATE_FILE in format 2 ($(wc -l <<<"$dump") records, CRC-32C right)"
+      echo "ok - d: a clean stop writes $STATE_FILE in format 3 ($(wc -l <<<"$dump") records, CRC-32C right)"
     fi
   fi
 
   # A crafted file of two valid records is loaded.
   now=$(($(date +%s%N) / 1000))
-  python3 "$STATE_TOOL" craft good "$crafted" "$MAJOR" "$db" "$now"
+  python3 "$STATE_TOOL" craft good "$crafted" "$MAJOR" "$db" "$now" "$CLUSTER_DIR/data/global/pg_control"
   install_state_file "$crafted"
   offset=$(server_log_size)
   start_cluster_server
@@ -340,8 +340,8 @@ damaged_files() {
   no_state_file "d: good crafted file (after the start)" || rc=1
   stop_fast
 
-  for case in truncated flipped format major huge-lengths nan empty random; do
-    python3 "$STATE_TOOL" craft "$case" "$crafted" "$MAJOR" "$db" "$now" "$real"
+  for case in truncated flipped format major stale foreign huge-lengths nan empty random; do
+    python3 "$STATE_TOOL" craft "$case" "$crafted" "$MAJOR" "$db" "$now" "$CLUSTER_DIR/data/global/pg_control"
     dropped_file_case "$case" "$crafted" || rc=1
   done
   start_cluster_server

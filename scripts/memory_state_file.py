@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Reads and crafts $PGDATA/ratelimit_memory.state (format 2) for
+"""Reads and crafts $PGDATA/ratelimit_memory.state (format 3) for
 scripts/memory-restart-test.sh.
 
 The format (native little-endian, x86-64):
-  header, 32 bytes: uint32 magic 0x524C4D53, uint32 format (2), uint32
-  pg_major, uint32 crc, uint64 records, uint64 body_bytes; crc is CRC-32C
-  over header bytes 16..31 (records, body_bytes) and then the whole body.
+  header, 48 bytes: uint32 magic 0x524C4D53, uint32 format (3), uint32
+  pg_major, uint32 crc, uint64 records, uint64 body_bytes, uint64
+  system_identifier, uint64 checkpoint (pg_control's, at the shutdown that
+  wrote it: a file is loaded only when both still match); crc is CRC-32C
+  over header bytes 16..47 and then the whole body.
   body: `records` records, each a 56-byte fixed part
   '<IiiBBBBdqdqq' = (database, name_len, key_len (-1: the NULL key),
   exists, keep_prev, inline_share, reserved, value, ts, prev, idle_at,
@@ -13,13 +15,15 @@ The format (native little-endian, x86-64):
 
 Usage:
   memory_state_file.py dump FILE MAJOR
-      validates FILE as a format-2 file of PostgreSQL MAJOR; prints one line
+      validates FILE as a format-3 file of PostgreSQL MAJOR; prints one line
       per record (database name key value, the value to 2 decimals) or, on the first fault, one
       "invalid: ..." line and exits 1.
-  memory_state_file.py craft CASE OUT MAJOR DATABASE NOW_US [REAL_FILE]
-      writes a file of CASE (below) to OUT; the records are token-bucket
-      entries of the limit named "damage" in DATABASE, taken at NOW_US (Unix
-      microseconds): key 'k' at 6 and the NULL key at 3.
+  memory_state_file.py craft CASE OUT MAJOR DATABASE NOW_US PG_CONTROL
+      writes a file of CASE (below) to OUT for the cluster whose
+      global/pg_control is PG_CONTROL (its system identifier and last
+      checkpoint); the records are token-bucket entries of the limit named
+      "damage" in DATABASE, taken at NOW_US (Unix microseconds): key 'k' at 6
+      and the NULL key at 3.
 """
 import math
 import os
@@ -27,8 +31,8 @@ import struct
 import sys
 
 MAGIC = 0x524C4D53
-FORMAT = 2
-HEADER = struct.Struct("<IIIIQQ")
+FORMAT = 3
+HEADER = struct.Struct("<IIIIQQQQ")
 FIXED = struct.Struct("<IiiBBBBdqdqq")
 IDENTITY_BYTES = 236
 # Unix microseconds of 0001-01-01 and of 100000-01-01.
@@ -72,9 +76,15 @@ def record(database, name, key, value, ts, idle_at, prev=0.0, keep_prev=0, perio
     return fixed + name_bytes + key_bytes
 
 
-def file_of(body, records, major, fmt=FORMAT, magic=MAGIC):
+def control_identity(path):
+    """pg_control's system identifier (offset 0) and checkPoint (offset 32)."""
+    data = open(path, "rb").read(40)
+    return struct.unpack_from("<Q", data, 0)[0], struct.unpack_from("<Q", data, 32)[0]
+
+
+def file_of(body, records, major, identity, fmt=FORMAT, magic=MAGIC):
     """The header (with its CRC) and the body."""
-    counts = struct.pack("<QQ", records, len(body))
+    counts = struct.pack("<QQQQ", records, len(body), identity[0], identity[1])
     crc = crc32c(counts + body)
     return struct.pack("<IIII", magic, fmt, major, crc) + counts + body
 
@@ -86,32 +96,38 @@ def damage_records(database, now_us):
             record(database, "damage", None, 3.0, now_us, idle_at)]
 
 
-def craft(case, major, database, now_us, real_file):
+def craft(case, major, database, now_us, identity):
     good = damage_records(database, now_us)
+    body, n = b"".join(good), len(good)
     if case == "good":
-        return file_of(b"".join(good), len(good), major)
+        return file_of(body, n, major, identity)
     if case == "format":
-        return file_of(b"".join(good), len(good), major, fmt=FORMAT + 1)
+        return file_of(body, n, major, identity, fmt=FORMAT + 1)
     if case == "major":
-        return file_of(b"".join(good), len(good), major + 1)
+        return file_of(body, n, major + 1, identity)
+    if case == "stale":
+        # Written before another checkpoint: the server ran since without the preload.
+        return file_of(body, n, major, (identity[0], identity[1] - 1))
+    if case == "foreign":
+        return file_of(body, n, major, (identity[0] + 1, identity[1]))
     if case == "huge-lengths":
         # 0x7fffffff + 2 wraps to a negative int32: a check of the sum alone passes.
         bad = record(database, "damage", "xy", 1.0, now_us, now_us + DAY_US, name_len=0x7FFFFFFF, key_len=2)
-        return file_of(b"".join(good) + bad + b"x" * 16, len(good) + 1, major)
+        return file_of(body + bad + b"x" * 16, n + 1, major, identity)
     if case == "nan":
         bad = record(database, "damage", "nan", float("nan"), now_us, now_us + DAY_US)
-        return file_of(b"".join(good) + bad, len(good) + 1, major)
+        return file_of(body + bad, n + 1, major, identity)
     if case == "empty":
         return b""
     if case == "random":
         return os.urandom(4096)
-    data = open(real_file, "rb").read()
+    data = file_of(body, n, major, identity)
     if case == "truncated":
         # Cut inside a record (not at a record's end).
-        return data[: max(1, len(data) // 2 + 7)]
+        return data[: HEADER.size + FIXED.size + 7]
     if case == "flipped":
         # One bit of the body's middle: only the CRC can tell.
-        at = HEADER.size + (len(data) - HEADER.size) // 2 if len(data) > HEADER.size else len(data) // 2
+        at = HEADER.size + (len(data) - HEADER.size) // 2
         return data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:]
     raise SystemExit(f"unknown case {case}")
 
@@ -120,7 +136,7 @@ def parse(data, major):
     """The records of a valid file, or raises ValueError naming the fault."""
     if len(data) < HEADER.size:
         raise ValueError(f"{len(data)} bytes, shorter than the header")
-    magic, fmt, file_major, crc, records, body_bytes = HEADER.unpack_from(data)
+    magic, fmt, file_major, crc, records, body_bytes, _, _ = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise ValueError(f"magic {magic:#x}, not {MAGIC:#x}")
     if fmt != FORMAT:
@@ -128,7 +144,7 @@ def parse(data, major):
     if file_major != major:
         raise ValueError(f"pg_major {file_major}, not {major}")
     if len(data) != HEADER.size + body_bytes:
-        raise ValueError(f"{len(data)} bytes, not 32 + body_bytes {body_bytes}")
+        raise ValueError(f"{len(data)} bytes, not {HEADER.size} + body_bytes {body_bytes}")
     if crc32c(data[16:]) != crc:
         raise ValueError(f"crc {crc:#x}, not {crc32c(data[16:]):#x}")
     out, at = [], HEADER.size
@@ -168,9 +184,8 @@ def main(argv):
         for database, name, key, value in records:
             print(database, name, "<NULL>" if key is None else key, f"{value:.2f}")
         return 0
-    if len(argv) in (7, 8) and argv[1] == "craft":
-        real = argv[7] if len(argv) == 8 else None
-        data = craft(argv[2], int(argv[4]), int(argv[5]), int(argv[6]), real)
+    if len(argv) == 8 and argv[1] == "craft":
+        data = craft(argv[2], int(argv[4]), int(argv[5]), int(argv[6]), control_identity(argv[7]))
         with open(argv[3], "wb") as out:
             out.write(data)
         return 0

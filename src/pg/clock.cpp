@@ -74,6 +74,8 @@ LockedClock ClockForLock() { return LockedClock{frozen, frozen_now}; }
 
 Micros LockedClock::Read() const { return frozen ? frozen_now : UnixFromTimestamptz(GetCurrentTimestamp()); }
 
-Micros ClockNow() { return frozen ? frozen_now : UnixFromTimestamptz(GetCurrentTimestamp()); }
+Micros RealClockNow() { return UnixFromTimestamptz(GetCurrentTimestamp()); }
+
+Micros ClockNow() { return frozen ? frozen_now : RealClockNow(); }
 
 }  // namespace ratelimit_pg

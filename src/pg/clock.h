@@ -14,6 +14,8 @@ void DefineClockGuc();
 // Now: the frozen value (parsed when it was set) or the system clock. Never
 // raises or allocates, so an abort path may read it.
 Micros ClockNow();
+// The system clock, whatever ratelimit.now says.
+Micros RealClockNow();
 // A clock to read under a short lock (a storage's, where nothing may
 // allocate or raise): frozen, the value read when it was made; else the
 // system clock, read at each Read().

@@ -55,6 +55,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   ApplyConfigChange(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
   NoteConfigChange(&id);
   UpsertDefinition(id.name_text, config);
+  EndOwnConfigWrite();
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);
   PG_RETURN_VOID();
@@ -77,6 +78,7 @@ Datum Override(FunctionCallInfo fcinfo) {
   ApplyConfigChange(id.name_text, id.key_text, from, &parsed);
   NoteConfigChange(&id);
   UpsertOverride(id.name_text, id.key_text, config);
+  EndOwnConfigWrite();
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);
   PG_RETURN_VOID();
@@ -96,6 +98,7 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
                       ConfigWithoutOverride(id.name_text, &definition_buffer));
   NoteConfigChange(&id);
   bool existed = DeleteOverride(id.name_text, id.key_text);
+  EndOwnConfigWrite();
   InvalidateOverrides();
   DisconnectStorage(previous_sql_role);
   PG_RETURN_BOOL(existed);
@@ -107,6 +110,7 @@ Datum Undefine(FunctionCallInfo fcinfo) {
   Oid previous_sql_role = ConnectStorage(fcinfo);
   NoteConfigChange(&id);
   bool existed = DeleteDefinition(id.name_text);
+  EndOwnConfigWrite();
   InvalidateDefinitions();
   DisconnectStorage(previous_sql_role);
   PG_RETURN_BOOL(existed);
@@ -126,6 +130,7 @@ Datum DefinitionsChanged(FunctionCallInfo fcinfo) {
                     errmsg("ratelimit: not called as a trigger")));
   auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
   CacheInvalidateRelcacheByRelid(RelationGetRelid(trigger->tg_relation));
+  NoteDirectConfigChange();  // an owner's own DML: every name, as it may change any
   return PointerGetDatum(nullptr);
 }
 

@@ -4,10 +4,15 @@
 // writes it when it exits after a clean shutdown, once every other process
 // is gone (so every rolled-back grant has been given back).
 //
-// The file: a 32-byte header (magic, format, PostgreSQL major, CRC-32C,
-// records, body bytes), then per entry a 56-byte record head and its name
-// and key bytes. The CRC covers the header's counts and the body. It is
-// renamed before it is read: a file that stops a load is never read twice.
+// The file: a 48-byte header (magic, format, PostgreSQL major, CRC-32C,
+// records, body bytes, the cluster's system identifier and the shutdown
+// checkpoint it was written after), then per entry a 56-byte record head
+// and its name and key bytes. The CRC covers the header from the records
+// on and the body. A file is read only by the start that follows the
+// shutdown that wrote it (the same checkpoint in pg_control): one left
+// behind while the server ran without the preload, or copied from another
+// cluster, is stale and dropped. It is renamed before it is read: a file
+// that stops a load is never read twice.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,7 +42,7 @@ constexpr const char* kStateFile = "ratelimit_memory.state";
 constexpr const char* kTempFile = "ratelimit_memory.state.tmp";
 constexpr const char* kLoadingFile = "ratelimit_memory.state.loading";
 constexpr uint32 kMagic = 0x524C4D53;  // "SMLR" on disk: ratelimit memory state
-constexpr uint32 kFormat = 2;
+constexpr uint32 kFormat = 3;
 constexpr int kHeadBytes = 56;
 // A value no limit can hold (configs are bounded by ratelimit::kMaxMagnitude).
 constexpr double kMostValue = 2 * ratelimit::kMaxMagnitude;
@@ -46,16 +51,21 @@ struct FileHeader {
   uint32 magic;
   uint32 format;
   uint32 pg_major;
-  uint32 crc;  // CRC-32C of the 16 bytes from records on, then the body
+  uint32 crc;  // CRC-32C of the 32 bytes from records on, then the body
   uint64 records;
   uint64 body_bytes;
+  uint64 system_identifier;  // pg_control's when it was written
+  uint64 checkpoint;         // pg_control's checkPoint: the shutdown's
 };
-static_assert(sizeof(FileHeader) == 32);
+static_assert(sizeof(FileHeader) == 48);
+constexpr int kCheckedHeaderBytes = 32;  // from records on
 
 shmem_startup_hook_type previous_startup_hook = nullptr;
-// What the load made (static: they outlive a PG_TRY's longjmp).
+// What the load made, and the file it reads (static: they outlive a
+// PG_TRY's longjmp, after which the file is closed).
 int64 restored = 0;
 int64 skipped = 0;
+FILE* load_file = nullptr;
 
 // The 56-byte head of a record (native byte order): database, name_len,
 // key_len, exists, keep_prev, inline_share, a zero byte, value, ts, prev,
@@ -116,8 +126,19 @@ struct WriteState {
   uint64 bytes;
 };
 
+// Whether the reader would take a record back (one written under a test
+// clock far in the future may not be): one it would not is left out, so
+// that it cannot make the reader drop the whole file.
+bool Writable(const MemoryRecord& record) {
+  char head[kHeadBytes];
+  PackHead(record, head);
+  MemoryRecord check;
+  return UnpackHead(head, &check);
+}
+
 bool CountRecord(const MemoryRecord& record, void* context) {
   auto* state = static_cast<WriteState*>(context);
+  if (!Writable(record)) return true;
   ++state->records;
   state->bytes += kHeadBytes + IdentityBytes(record);
   return true;
@@ -125,6 +146,8 @@ bool CountRecord(const MemoryRecord& record, void* context) {
 
 bool WriteRecord(const MemoryRecord& record, void* context) {
   auto* state = static_cast<WriteState*>(context);
+  if (!Writable(record)) return true;
+  ++state->records;
   char head[kHeadBytes];
   PackHead(record, head);
   int len = IdentityBytes(record);
@@ -134,30 +157,40 @@ bool WriteRecord(const MemoryRecord& record, void* context) {
   return len == 0 || fwrite(record.bytes, len, 1, state->file) == 1;
 }
 
-// Whether the server shut down cleanly: its last checkpoint was a shutdown
-// checkpoint (an immediate stop leaves the control file "in production").
-bool ShutDownCleanly() {
+// What pg_control says now: whether the server shut down cleanly (its last
+// checkpoint was a shutdown checkpoint; an immediate stop leaves it "in
+// production"), and which cluster and checkpoint it is (0: unreadable).
+struct ControlFacts {
+  bool shut_down;
+  uint64 system_identifier;
+  uint64 checkpoint;
+};
+
+ControlFacts ReadControlFacts() {
   bool crc_ok = false;
   ControlFileData* control = get_controlfile(DataDir, &crc_ok);
-  bool clean = crc_ok && (control->state == DB_SHUTDOWNED || control->state == DB_SHUTDOWNED_IN_RECOVERY);
+  ControlFacts facts{control->state == DB_SHUTDOWNED || control->state == DB_SHUTDOWNED_IN_RECOVERY,
+                     control->system_identifier, control->checkPoint};
+  if (!crc_ok) facts = ControlFacts{false, 0, 0};
   pfree(control);
-  return clean;
+  return facts;
 }
 
 // Writes every live entry to the temporary file, then renames it durably;
 // how many, or -1 (the temporary file removed).
-int64 WriteStateFile() {
-  Micros now = ClockNow();
+int64 WriteStateFile(const ControlFacts& facts) {
+  Micros now = MemorySweepClock();
   WriteState counted{nullptr, 0, 0, 0};
   ForEachMemoryEntry(now, CountRecord, &counted);
   FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
   if (file == nullptr) return -1;
-  FileHeader header{kMagic, kFormat, PG_VERSION_NUM / 10000, 0, counted.records, counted.bytes};
+  FileHeader header{kMagic,          kFormat,       PG_VERSION_NUM / 10000,  0,
+                    counted.records, counted.bytes, facts.system_identifier, facts.checkpoint};
   WriteState state{file, 0, 0, 0};
   INIT_CRC32C(state.crc);
-  COMP_CRC32C(state.crc, &header.records, 16);
+  COMP_CRC32C(state.crc, &header.records, kCheckedHeaderBytes);
   bool ok = fwrite(&header, sizeof header, 1, file) == 1;
-  ok = ok && ForEachMemoryEntry(now, WriteRecord, &state) == static_cast<int64>(counted.records);
+  ok = ok && ForEachMemoryEntry(now, WriteRecord, &state) >= 0 && state.records == counted.records;
   FIN_CRC32C(state.crc);
   header.crc = state.crc;
   ok = ok && fseek(file, 0, SEEK_SET) == 0 && fwrite(&header, sizeof header, 1, file) == 1;
@@ -179,8 +212,9 @@ void SaveAtExit(int code, Datum) {
   volatile bool clean = false;
   PG_TRY();
   {
-    clean = ShutDownCleanly();
-    if (clean) written = WriteStateFile();
+    ControlFacts facts = ReadControlFacts();
+    clean = facts.shut_down;
+    if (clean) written = WriteStateFile(facts);
   }
   PG_CATCH();
   {
@@ -202,7 +236,7 @@ void SaveAtExit(int code, Datum) {
 
 // ---- reading, in the postmaster's shared-memory startup ----
 
-enum class FileCheck { kGood, kHeader, kVersion, kRecord, kLength, kChecksum };
+enum class FileCheck { kGood, kHeader, kVersion, kStale, kRecord, kLength, kChecksum };
 
 const char* CheckDetail(FileCheck check) {
   switch (check) {
@@ -210,6 +244,9 @@ const char* CheckDetail(FileCheck check) {
       return "Its header is not a ratelimit memory state header.";
     case FileCheck::kVersion:
       return "It was written by another format version or PostgreSQL major.";
+    case FileCheck::kStale:
+      return "It was not written by this cluster's last shutdown: the server has run without "
+             "shared_preload_libraries = 'ratelimit' since, or the file comes from another cluster.";
     case FileCheck::kRecord:
       return "A record holds a value no memory limit can hold.";
     case FileCheck::kLength:
@@ -241,7 +278,7 @@ FileCheck CheckFile(FILE* file, FileHeader* header, char* bytes) {
   if (header->format != kFormat || header->pg_major != PG_VERSION_NUM / 10000) return FileCheck::kVersion;
   pg_crc32c crc;
   INIT_CRC32C(crc);
-  COMP_CRC32C(crc, &header->records, 16);
+  COMP_CRC32C(crc, &header->records, kCheckedHeaderBytes);
   uint64 body = 0;
   MemoryRecord record;
   for (uint64 i = 0; i < header->records; ++i) {
@@ -250,7 +287,12 @@ FileCheck CheckFile(FILE* file, FileHeader* header, char* bytes) {
   }
   if (body != header->body_bytes || fgetc(file) != EOF) return FileCheck::kLength;
   FIN_CRC32C(crc);
-  return EQ_CRC32C(crc, header->crc) ? FileCheck::kGood : FileCheck::kChecksum;
+  if (!EQ_CRC32C(crc, header->crc)) return FileCheck::kChecksum;
+  ControlFacts facts = ReadControlFacts();
+  if (facts.system_identifier == 0 || header->system_identifier != facts.system_identifier ||
+      header->checkpoint != facts.checkpoint)
+    return FileCheck::kStale;
+  return FileCheck::kGood;
 }
 
 // The second pass: every record made an entry (counted in restored, or
@@ -268,17 +310,15 @@ void RestoreRecords(FILE* file, const FileHeader& header, char* bytes) {
   }
 }
 
-// Loads the file renamed to kLoadingFile; the check's result.
-FileCheck LoadRenamedFile() {
-  FILE* file = AllocateFile(kLoadingFile, PG_BINARY_R);
-  if (file == nullptr) return FileCheck::kHeader;
+// Loads the file renamed to kLoadingFile (left open in load_file); the
+// check's result.
+FileCheck LoadRenamedFile(char* bytes) {
+  load_file = AllocateFile(kLoadingFile, PG_BINARY_R);
+  if (load_file == nullptr) return FileCheck::kHeader;
   FileHeader header{};
-  char* bytes = static_cast<char*>(palloc(MemoryIdentityBytes() + 1));
-  FileCheck check = CheckFile(file, &header, bytes);
-  if (check == FileCheck::kGood && fseek(file, sizeof(FileHeader), SEEK_SET) == 0)
-    RestoreRecords(file, header, bytes);
-  FreeFile(file);
-  pfree(bytes);
+  FileCheck check = CheckFile(load_file, &header, bytes);
+  if (check == FileCheck::kGood && fseek(load_file, sizeof(FileHeader), SEEK_SET) == 0)
+    RestoreRecords(load_file, header, bytes);
   return check;
 }
 
@@ -296,8 +336,9 @@ void LoadAtStartup() {
   skipped = 0;
   volatile FileCheck check = FileCheck::kGood;
   volatile bool failed = false;
+  char* bytes = static_cast<char*>(palloc(MemoryIdentityBytes() + 1));
   PG_TRY();
-  { check = LoadRenamedFile(); }
+  { check = LoadRenamedFile(bytes); }
   PG_CATCH();
   {
     MemoryContextSwitchTo(old);
@@ -306,11 +347,18 @@ void LoadAtStartup() {
     failed = true;
   }
   PG_END_TRY();
+  if (load_file != nullptr) FreeFile(load_file);  // never inherited by the postmaster's children
+  load_file = nullptr;
+  pfree(bytes);
   DetachSharedTables();
   unlink(kLoadingFile);
   if (failed) {
     ereport(LOG, (errmsg("ratelimit: reading \"%s\" failed after %lld memory limits; the rest start afresh",
                          kStateFile, static_cast<long long>(restored))));
+  } else if (check == FileCheck::kStale) {
+    ereport(LOG,
+            (errmsg("ratelimit: \"%s\" is stale and was dropped; memory limits start afresh", kStateFile),
+             errdetail("%s", CheckDetail(FileCheck::kStale))));
   } else if (check != FileCheck::kGood) {
     ereport(LOG,
             (errmsg("ratelimit: \"%s\" is damaged and was dropped; memory limits start afresh", kStateFile),

@@ -426,7 +426,7 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
     ModifyResult taken = MakeLive(table, entry, room, none.incarnation, write);
     if (taken == ModifyResult::kDone) return taken;
     // Full: sweep the idle entries out (no lock held now), unless none can be idle yet.
-    Micros now = ClockNow();
+    Micros now = MemorySweepClock();
     if (swept || !SweepMayFree(now)) return taken;
     SweepIdle(table, now, InvalidOid);
     swept = true;
@@ -446,7 +446,7 @@ bool DeleteLimit(const LimitId& id) {
 
 int64 DeleteIdle(Micros now) {
   dshash_table* table = TableOrNull();
-  return table == nullptr ? 0 : SweepIdle(table, now, MyDatabaseId);
+  return table == nullptr ? 0 : SweepIdle(table, std::min(now, MemorySweepClock()), MyDatabaseId);
 }
 
 // (name, key NULL first) byte order, as the table's rows are listed.
@@ -563,6 +563,8 @@ int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context) {
 }
 
 int MemoryIdentityBytes() { return kIdentityBytes; }
+
+Micros MemorySweepClock() { return std::min(ClockNow(), RealClockNow()); }
 
 bool RestoreMemoryEntry(const MemoryRecord& record) {
   dshash_table* table = TableOrNull();

@@ -35,6 +35,11 @@ using MemoryEntryVisitor = bool (*)(const MemoryRecord& record, void* context);
 int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context);
 // The most bytes of a name and key together.
 int MemoryIdentityBytes();
+// The clock at which entries are idle for a sweep, ratelimit_cleanup and
+// the saved state: the session's, but never later than the real clock (a
+// session's test clock set far ahead must not empty every database's
+// limits).
+Micros MemorySweepClock();
 // Makes the entry of a record live; false when it does not fit (an identity
 // too long, no room, a duplicate). May raise only as an insert can (no
 // memory left in the area).

@@ -26,7 +26,8 @@ struct PendingGrant {
   double amount;
   Micros window;       // the window (of a window kind) the grant was taken from
   uint64 incarnation;  // the life of the row it was taken from (StoredState's)
-  uint32 hash;         // of the identity
+  uint32 hash;         // of its key (RecordHash)
+  int below;           // the newest record of its key when it was added (-1: none)
   SubTransactionId subid;
   bool keep;
   bool active;
@@ -38,11 +39,17 @@ MemoryContext list_context = nullptr;
 PendingGrant* grants = nullptr;
 int count = 0;
 int capacity = 0;
-// Open addressing over the records: slot -> record index + 1 (0: empty),
-// the newest record of each identity; 2 * capacity slots. Rebuilt (valid =
-// false) whenever records are dropped or moved.
+// Open addressing over the records, keyed by row and limit (SameKey): slot
+// -> index + 1 of the newest record of the key; 0 empty, -1 a tombstone
+// (a key whose records were all dropped). 2 * capacity slots, kept up to
+// date as records are added, carried, moved and dropped; rebuilt only when
+// the records are reallocated or tombstones pile up.
 int* index_slots = nullptr;
+int tombstones = 0;
 bool index_valid = false;
+// Scratch for MoveToParent, capacity entries each (allocated with the records).
+int* slot_scratch = nullptr;
+int* carrier_scratch = nullptr;
 
 // A name whose config this transaction changed (ratelimit_define and the
 // others; a direct change of the definition table: every name).
@@ -54,6 +61,7 @@ struct ConfigNote {
 ConfigNote* notes = nullptr;
 int note_count = 0;
 int note_capacity = 0;
+bool own_config_write = false;  // one of the functions above is writing the table
 
 bool SameIdentity(const LimitId& x, const LimitId& y) {
   if (x.name_len != y.name_len || std::memcmp(x.name, y.name, x.name_len) != 0) return false;
@@ -64,41 +72,79 @@ bool SameIdentity(const LimitId& x, const LimitId& y) {
 void Clear() {
   count = 0;
   note_count = 0;
+  own_config_write = false;
   if (list_context != nullptr) MemoryContextReset(list_context);
   grants = nullptr;
   capacity = 0;
   index_slots = nullptr;
+  slot_scratch = nullptr;
+  carrier_scratch = nullptr;
+  tombstones = 0;
   index_valid = false;
   notes = nullptr;
   note_capacity = 0;
 }
 
-uint32 IdentityHash(const LimitId& id) {
+// The hash of what the index keys a record by: its identity and the
+// limit's main numbers (SameLimit decides; equal limits hash equal).
+uint32 RecordHash(const LimitCall& call) {
+  const LimitId& id = call.id;
   uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(id.name), id.name_len);
-  if (id.key == nullptr) return h;
-  return hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(id.key), id.key_len) + 1);
+  if (id.key != nullptr)
+    h = hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(id.key), id.key_len) + 1);
+  const LimitConfig& c = call.config;
+  Micros period = c.period;
+  h = hash_combine(h, static_cast<uint32>(c.kind) + 1);
+  return hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(&period), sizeof period));
+}
+
+// Whether two records are of one row under one limit (what the index keys by).
+bool SameKey(const PendingGrant& a, const PendingGrant& b) {
+  return a.hash == b.hash && SameIdentity(a.call.id, b.call.id) &&
+         ratelimit::SameLimit(a.call.config, b.call.config);
 }
 
 int SlotMask() { return 2 * capacity - 1; }
 
-// The slot of grants[i]'s identity: its own, or the empty one it goes in.
-int SlotFor(int i) {
+// The slot of g's key: the one holding its newest record, else the first
+// free one on its probe path (a tombstone, or the empty slot ending it).
+int SlotOfKey(const PendingGrant& g) {
   int mask = SlotMask();
-  for (int slot = static_cast<int>(grants[i].hash) & mask;; slot = (slot + 1) & mask) {
-    int at = index_slots[slot] - 1;
-    if (at < 0 || (grants[at].hash == grants[i].hash && SameIdentity(grants[at].call.id, grants[i].call.id)))
+  int reuse = -1;
+  for (int slot = static_cast<int>(g.hash) & mask;; slot = (slot + 1) & mask) {
+    int at = index_slots[slot];
+    if (at == 0) return reuse >= 0 ? reuse : slot;
+    if (at < 0) {
+      if (reuse < 0) reuse = slot;
+    } else if (SameKey(grants[at - 1], g)) {
       return slot;
+    }
   }
 }
 
-void IndexRecord(int i) { index_slots[SlotFor(i)] = i + 1; }
+// The newest record in a slot, or -1.
+int NewestIn(int slot) { return index_slots[slot] > 0 ? index_slots[slot] - 1 : -1; }
 
-// Makes the index hold the newest record of each identity. Allocates
-// nothing (its slots are allocated with the records).
+// Points a slot at record `at` (-1: leaves a tombstone).
+void SetSlot(int slot, int at) {
+  if (index_slots[slot] < 0) --tombstones;
+  if (at < 0) ++tombstones;
+  index_slots[slot] = at >= 0 ? at + 1 : -1;
+}
+
+// Makes the index hold the newest record of each key. Allocates nothing.
 void RebuildIndex() {
   std::memset(index_slots, 0, sizeof(int) * 2 * capacity);
-  for (int i = 0; i < count; ++i) IndexRecord(i);
+  tombstones = 0;
+  for (int i = 0; i < count; ++i) index_slots[SlotOfKey(grants[i])] = i + 1;
   index_valid = true;
+}
+
+// Takes record i out of the index (it is being dropped): its key's slot
+// goes back to the record before it, if the slot was its own.
+void Unindex(int i) {
+  int slot = SlotOfKey(grants[i]);
+  if (index_slots[slot] == i + 1) SetSlot(slot, grants[i].below);
 }
 
 struct RefundContext {
@@ -148,9 +194,10 @@ void GiveBack(SubTransactionId subid) {
       grant.storage->modify(grant.call.id, NewRowRoom{false, 0}, RefundStep, &context);
     }
     grant.active = false;
+    Unindex(i);
     count = i;
   }
-  index_valid = false;
+  if (tombstones > capacity) RebuildIndex();
 }
 
 bool AnyActive() {
@@ -193,21 +240,56 @@ void EndNotes(SubTransactionId subid, SubTransactionId parent, bool commit) {
   for (int i = note_count - 1; commit && i >= 0 && notes[i].subid == subid; --i) notes[i].subid = parent;
 }
 
+bool CarriedBy(const PendingGrant& a, const PendingGrant& b);
+void Carry(PendingGrant* carrier, const PendingGrant& grant);
+
+// A committed subtransaction's records become its parent's: each carried by
+// the parent's newest record of its key where it can be (so a call per
+// subtransaction, as a PL/pgSQL exception block makes, still keeps one
+// record per limit), else moved down; the index follows, slot by slot. A
+// record kept only for its subtransaction ("keep"), or never granted, is
+// dropped. Allocates nothing.
+void MoveToParent(SubTransactionId subid, SubTransactionId parent) {
+  int first = FirstOf(subid);
+  int n = count - first;
+  // Before anything moves: each record's slot, and its key's newest record
+  // in the parent (down its chain of earlier records).
+  for (int k = 0; k < n; ++k) {
+    const PendingGrant& grant = grants[first + k];
+    slot_scratch[k] = index_slots[SlotOfKey(grant)] == first + k + 1 ? SlotOfKey(grant) : -1;
+    int below = grant.below;
+    while (below >= first) below = grants[below].below;
+    carrier_scratch[k] = below;
+  }
+  int kept = first;
+  for (int k = 0; k < n; ++k) {
+    PendingGrant grant = grants[first + k];
+    grant.subid = parent;
+    int carrier = carrier_scratch[k];
+    int at = -1;  // where the record is now (-1: dropped)
+    if (grant.active && !grant.keep) {
+      if (carrier >= 0 && CarriedBy(grants[carrier], grant)) {
+        Carry(&grants[carrier], grant);
+        at = carrier;
+      } else {
+        grant.below = carrier;
+        grants[kept] = grant;
+        at = kept++;
+      }
+    }
+    if (slot_scratch[k] >= 0) SetSlot(slot_scratch[k], at >= 0 ? at : carrier);
+  }
+  count = kept;
+}
+
 void OnSubXact(SubXactEvent event, SubTransactionId subid, SubTransactionId parent, void*) {
   if (event == SUBXACT_EVENT_ABORT_SUB) {
     GiveBack(subid);
     EndNotes(subid, parent, false);
+    own_config_write = false;
   } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
     EndNotes(subid, parent, true);
-    int kept = FirstOf(subid);
-    for (int i = kept; i < count; ++i) {
-      PendingGrant& grant = grants[i];
-      if (grant.keep) continue;  // kept from now on: the all-or-nothing step it was taken in succeeded
-      grant.subid = parent;
-      grants[kept++] = grant;
-    }
-    count = kept;
-    index_valid = false;
+    MoveToParent(subid, parent);
   }
 }
 
@@ -218,10 +300,12 @@ void GrowRecords() {
   if (count < capacity) return;
   int grown = capacity == 0 ? 8 : capacity * 2;
   auto* more = static_cast<PendingGrant*>(MemoryContextAlloc(list_context, sizeof(PendingGrant) * grown));
-  auto* slots = static_cast<int*>(MemoryContextAlloc(list_context, sizeof(int) * 2 * grown));
+  auto* slots = static_cast<int*>(MemoryContextAlloc(list_context, sizeof(int) * 4 * grown));
   if (count > 0) std::memcpy(more, grants, sizeof(PendingGrant) * count);
   grants = more;
   index_slots = slots;
+  slot_scratch = slots + 2 * grown;
+  carrier_scratch = slots + 3 * grown;
   capacity = grown;
   index_valid = false;
 }
@@ -240,11 +324,12 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
   grant = PendingGrant{};
   grant.storage = &storage;
   grant.call = call;
-  grant.hash = IdentityHash(call.id);
+  grant.hash = RecordHash(call);
   LimitId& id = grant.call.id;
   id.name_text = nullptr;
   id.key_text = nullptr;
-  int known = index_slots[SlotFor(count)] - 1;
+  int known = NewestIn(SlotOfKey(grant));
+  grant.below = known;
   if (known >= 0) {
     id.name = grants[known].call.id.name;  // the same limit again: its bytes are there already
     id.key = grants[known].call.id.key;
@@ -271,10 +356,22 @@ namespace {
 // row has moved on (its window never moves back), so a's grants could no
 // longer be given back and b replaces them.
 bool CarriedBy(const PendingGrant& a, const PendingGrant& b) {
-  return a.active && a.storage == b.storage && a.subid == b.subid && a.keep == b.keep &&
+  return a.active && b.active && a.storage == b.storage && a.subid == b.subid && a.keep == b.keep &&
          a.incarnation == b.incarnation && a.call.origin == b.call.origin &&
          a.call.owner_config == b.call.owner_config && ratelimit::SameLimit(a.call.config, b.call.config) &&
          SameIdentity(a.call.id, b.call.id);
+}
+
+// Adds b's amount to its carrier a (CarriedBy): a token bucket's amounts
+// add up, as do a window's in the same window; b in a later window
+// replaces a's (the row has moved on).
+void Carry(PendingGrant* a, const PendingGrant& b) {
+  if (b.call.config.kind == ratelimit::Kind::kTokenBucket || a->window == b.window) {
+    a->amount += b.amount;
+  } else {
+    a->amount = b.amount;
+    a->window = b.window;
+  }
 }
 
 }  // namespace
@@ -288,24 +385,24 @@ void RememberGrant(int record, const Decision& decision, bool keep, uint64 incar
   grant.active = true;
   // A transaction calling one limit again keeps one record (a refund of
   // a + b is a refund of a, then of b: both are capped at capacity alone).
-  int slot = SlotFor(record);
-  int known = index_slots[slot] - 1;
+  int slot = SlotOfKey(grant);
+  int known = NewestIn(slot);
   if (record == count - 1 && known >= 0 && known != record && CarriedBy(grants[known], grant)) {
-    PendingGrant& carrier = grants[known];
-    if (grant.call.config.kind == ratelimit::Kind::kTokenBucket || carrier.window == grant.window) {
-      carrier.amount += grant.amount;
-    } else {
-      carrier.amount = grant.amount;
-      carrier.window = grant.window;
-    }
+    Carry(&grants[known], grant);
     --count;
     return;
   }
-  index_slots[slot] = record + 1;
+  SetSlot(slot, record);
 }
 
 void ForgetPendingGrant(int record) {
   if (record == count - 1) --count;  // else left inactive: dropped at the transaction's end
+}
+
+void EndOwnConfigWrite() { own_config_write = false; }
+
+void NoteDirectConfigChange() {
+  if (!own_config_write) NoteConfigChange(nullptr);
 }
 
 void NoteConfigChange(const LimitId* id) {
@@ -319,11 +416,15 @@ void NoteConfigChange(const LimitId* id) {
     note_capacity = grown;
   }
   ConfigNote note{nullptr, 0, GetCurrentSubTransactionId()};
+  if (id == nullptr && note_count > 0 && notes[note_count - 1].name == nullptr &&
+      notes[note_count - 1].subid == note.subid)
+    return;  // every name is noted already
   if (id != nullptr) {
     char* name = static_cast<char*>(MemoryContextAlloc(list_context, id->name_len + 1));
     std::memcpy(name, id->name, id->name_len);
     note.name = name;
     note.name_len = id->name_len;
+    own_config_write = true;
   }
   notes[note_count++] = note;
 }

@@ -24,9 +24,14 @@ void RememberGrant(int record, const Decision& decision, bool keep, uint64 incar
 // After: no grant was stored; the record is dropped.
 void ForgetPendingGrant(int record);
 
-// ratelimit_define, _undefine, _override and _unoverride of a name (nullptr:
-// of every name) in the current subtransaction; forgotten if it rolls back.
+// ratelimit_define, _undefine, _override and _unoverride of a name in the
+// current subtransaction (forgotten if it rolls back); the statement they
+// run on the config table follows, until EndOwnConfigWrite.
 void NoteConfigChange(const LimitId* id);
+void EndOwnConfigWrite();
+// The config tables' statement trigger: a change not made by those
+// functions (the owner's own DML) may change any name's config.
+void NoteDirectConfigChange();
 // Whether this transaction changed the config of the name and has not
 // committed it: a memory limit is not decided under a config a rollback
 // could take back, as its entry would not be rolled back with it.

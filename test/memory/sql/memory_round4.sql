@@ -35,6 +35,22 @@ SELECT ratelimit_undefine('r4kind');
 SELECT pg_temp.try($$SELECT ratelimit_limit('r4kind', 'k', '{"kind": "token bucket", "rate": 99, "period": "1 hour", "storage": "memory"}', 1)$$);
 SELECT pg_temp.try($$SELECT ratelimit_refund('r4kind', 'k', 5, '{"kind": "token bucket", "rate": 99, "period": "1 hour", "storage": "memory"}')$$);
 ROLLBACK;
+-- The owner's own DML on the config tables is a config change too: an
+-- uncommitted UPDATE of the definition, or an INSERT of an override.
+SELECT ratelimit_define('r4dml', '{"kind": "token bucket", "rate": 3, "period": "1 day", "storage": "memory"}');
+SELECT ok FROM ratelimit_limit('r4dml', 'u', NULL, 3);
+BEGIN;
+UPDATE ratelimit_definition SET config = '{"kind": "fixed window", "rate": 3, "period": "1 day", "storage": "memory"}'
+WHERE name = 'r4dml';
+SELECT pg_temp.try($$SELECT ratelimit_limit('r4dml', 'u', NULL, 1)$$);
+ROLLBACK;
+BEGIN;
+INSERT INTO ratelimit_override (name, key, config)
+VALUES ('r4dml', 'u', '{"kind": "token bucket", "rate": 1000, "period": "1 day", "storage": "memory"}');
+SELECT pg_temp.try($$SELECT ratelimit_limit('r4dml', 'u', NULL, 1)$$);
+ROLLBACK;
+SELECT ok, remaining FROM ratelimit_limit('r4dml', 'u', NULL, 1);
+
 -- Another limit in the same transaction is decided as usual.
 BEGIN;
 SELECT ratelimit_define('r4kind', '{"kind": "fixed window", "rate": 10, "period": "1 hour", "storage": "memory"}');
@@ -86,6 +102,7 @@ SELECT name, stored_value, ts FROM ratelimit_status WHERE name LIKE 'r4win%' ORD
 -- kept ~256 bytes per call: 5 MB here.)
 RESET ratelimit.now;
 \set big '''{"kind": "token bucket", "rate": 1000000, "period": "1 day", "storage": "memory"}'''
+\set big2 '''{"kind": "token bucket", "rate": 1000000, "period": "2 days", "storage": "memory"}'''
 \set bigfw '''{"kind": "fixed window", "rate": 1000000, "period": "1 day", "storage": "memory"}'''
 BEGIN;
 SELECT count(*) FILTER (WHERE ok) FROM generate_series(1, 20000) g, ratelimit_limit('r4many', 'one', :big, 1);
@@ -94,13 +111,27 @@ SELECT count(*) FILTER (WHERE ok) FROM generate_series(1, 10000) g,
 SELECT count(*) FILTER (WHERE ok) FROM generate_series(1, 10000) g, ratelimit_limit('r4many', 'fw', :bigfw, 1);
 SELECT total_bytes < 64 * 1024 AS few_records FROM pg_backend_memory_contexts WHERE name = 'ratelimit pending grants';
 SELECT count(*) FILTER (WHERE ok) FROM generate_series(1, 10000) g, ratelimit_limit('r4many', 'key' || g % 10, :big, 1);
+-- A call per subtransaction (a PL/pgSQL exception block per row), and two
+-- configs of one inline limit called in turn: one record each still.
+DO $$ BEGIN
+  FOR i IN 1..5000 LOOP
+    BEGIN
+      PERFORM ratelimit_limit('r4many', 'exc', '{"kind": "token bucket", "rate": 1000000, "period": "1 day", "storage": "memory"}', 1);
+    EXCEPTION WHEN others THEN NULL;
+    END;
+  END LOOP;
+END $$;
+SELECT count(*) FILTER (WHERE ok) FROM generate_series(1, 5000) g,
+  ratelimit_limit('r4many', 'alt', CASE WHEN g % 2 = 0 THEN :big ELSE :big2 END, 1);
 SELECT total_bytes < 64 * 1024 AS per_limit FROM pg_backend_memory_contexts WHERE name = 'ratelimit pending grants';
 ROLLBACK;
 SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'one', :big);
 SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'odd', :big);
 SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'fw', :bigfw);
 SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'key3', :big);
+SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'exc', :big);
+SELECT round(value::numeric) AS back_to_full FROM ratelimit_value('r4many', 'alt', :big2);
 SELECT key, round(stored_value::numeric, 3) AS stored_value, round(value::numeric) AS value FROM ratelimit_status WHERE name = 'r4many' AND stored_value < 1000000 - 0.5 ORDER BY key;
 
-SELECT ratelimit_undefine(n) FROM unnest(ARRAY['r4kind', 'r4kind_t', 'r4win', 'r4win_t', 'r4sw', 'r4sw_t']) n;
+SELECT ratelimit_undefine(n) FROM unnest(ARRAY['r4dml', 'r4kind', 'r4kind_t', 'r4win', 'r4win_t', 'r4sw', 'r4sw_t']) n;
 SELECT ratelimit_cleanup() >= 0 AS cleaned;
