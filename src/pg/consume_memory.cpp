@@ -11,10 +11,6 @@
 #include "pending_grants.h"
 #include "stats.h"
 
-extern "C" {
-#include "access/xact.h"
-}
-
 namespace ratelimit_pg {
 namespace {
 
@@ -79,13 +75,6 @@ NewRowRoom RoomFor(const LimitCall& call) {
 // A call under a config this transaction changed and has not committed:
 // the entry would keep what a rollback of the change takes back.
 void RequireCommittedConfig(const LimitCall& call) {
-  // A parallel worker's rollback is not its leader's: its grants could not
-  // be given back (a function marked PARALLEL SAFE by its author gets here).
-  if (IsInParallelMode())
-    ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                    errmsg("memory rate limit \"%.*s\" cannot be called during a parallel operation",
-                           EchoLength(call.id.name, call.id.name_len), call.id.name),
-                    errhint("Call it from a function that is not marked PARALLEL SAFE.")));
   if (!ConfigChangedHere(call.id)) return;
   ereport(ERROR,
           (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -160,5 +160,20 @@ SELECT ok FROM ratelimit_limit('r4sweep', 'k0', '{"kind": "token bucket", "rate"
 SELECT ratelimit_reset('r4sweep', 'new') IS NOT NULL AS reset_new;
 SELECT count(*) > 0 AS reset FROM generate_series(0, 100) g, ratelimit_reset('r4sweep', 'k' || g) r WHERE r;
 
+-- A memory limit in a parallel worker (a function its author marked
+-- PARALLEL SAFE) is refused: the worker's rollback could not give it back.
+CREATE FUNCTION r4_parallel_take() RETURNS boolean PARALLEL SAFE LANGUAGE sql
+AS $$ SELECT ok FROM ratelimit_limit('r4par', 'k', '{"kind": "token bucket", "rate": 5, "period": "1 hour", "storage": "memory"}') $$;
+SELECT current_setting('server_version_num')::int >= 160000 AS debug_parallel_query \gset
+\if :debug_parallel_query
+SET debug_parallel_query = on;
+\else
+SET force_parallel_mode = on;
+\endif
+SELECT left(pg_temp.try('SELECT r4_parallel_take()'), 5) AS parallel_call;
+RESET ALL;
+DROP FUNCTION r4_parallel_take();
+SELECT round(value::numeric) AS untouched FROM ratelimit_value('r4par', 'k', '{"kind": "token bucket", "rate": 5, "period": "1 hour", "storage": "memory"}');
+
 SELECT ratelimit_undefine(n) FROM unnest(ARRAY['r4dml', 'r4kind', 'r4kind_t', 'r4win', 'r4win_t', 'r4sw', 'r4sw_t']) n;
 SELECT ratelimit_cleanup() >= 0 AS cleaned;
