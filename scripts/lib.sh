@@ -300,3 +300,35 @@ stop_valgrind_cluster() {
   rm -rf "$CLUSTER_DIR"
   CLUSTER_DIR=""
 }
+
+# Kills a backend of the current cluster with SIGKILL (a psql session that
+# prints its pg_backend_pid() and sleeps: its pid, checked to be that
+# sleeping backend's) and waits until the postmaster has reinitialized and
+# accepts connections again. Prints "FAIL: ..." and fails otherwise. The
+# server log's size before the kill is left in KILLED_BACKEND_LOG_OFFSET.
+kill_a_backend() {
+  local pid out=$CLUSTER_DIR/victim.out psql_pid _ log=$CLUSTER_DIR/server.log
+  local psql=("$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1)
+  KILLED_BACKEND_LOG_OFFSET=$(stat -c %s "$log")
+  : >"$out"
+  run_pg_client "${psql[@]}" -c "SELECT pg_backend_pid()" -c "SELECT pg_sleep(600)" >"$out" 2>&1 &
+  psql_pid=$!
+  for _ in $(seq 1 600); do
+    pid=$(head -1 "$out")
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  [[ $pid =~ ^[0-9]+$ ]] || { echo "FAIL: no backend pid to kill: $pid" >&2; return 1; }
+  # The pid must be the sleeping backend's, a process of this cluster.
+  [ "$(run_pg_client "${psql[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND query = 'SELECT pg_sleep(600)'")" = 1 ] ||
+    { echo "FAIL: backend $pid is not the sleeping one" >&2; return 1; }
+  kill -KILL "$pid"
+  wait "$psql_pid" || true
+  for _ in $(seq 1 600); do
+    tail -c +"$((KILLED_BACKEND_LOG_OFFSET + 1))" "$log" | grep -q "database system is ready to accept connections" &&
+      run_pg_client "${psql[@]}" -c "SELECT 1" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  tail -c +"$((KILLED_BACKEND_LOG_OFFSET + 1))" "$log" | grep -q "terminated by signal 9" ||
+    { echo "FAIL: the server log does not show backend $pid killed" >&2; return 1; }
+}

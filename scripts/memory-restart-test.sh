@@ -348,33 +348,6 @@ damaged_files() {
   return $rc
 }
 
-# Kills a backend with SIGKILL (its pid from pg_backend_pid(), which it
-# prints before it sleeps) and waits until the server has reinitialized
-# (as scripts/memory-test.sh's kill_a_backend).
-kill_a_backend() {
-  local offset pid out=$CLUSTER_DIR/victim.out psql_pid _
-  offset=$(server_log_size)
-  : >"$out"
-  psql_value -c "SELECT pg_backend_pid()" -c "SELECT pg_sleep(600)" >"$out" 2>&1 &
-  psql_pid=$!
-  for _ in $(seq 1 600); do
-    pid=$(head -1 "$out")
-    [ -n "$pid" ] && break
-    sleep 0.1
-  done
-  [[ $pid =~ ^[0-9]+$ ]] || { fail "e: no backend pid to kill: $pid"; return 1; }
-  [ "$(psql_value -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND query = 'SELECT pg_sleep(600)'")" = 1 ] ||
-    { fail "e: backend $pid is not the sleeping one"; return 1; }
-  kill -KILL "$pid"
-  wait "$psql_pid" || true
-  for _ in $(seq 1 600); do
-    log_since "$offset" | grep -q "database system is ready to accept connections" &&
-      psql_value -c "SELECT 1" >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  log_since "$offset" | grep -q "terminated by signal 9" || { fail "e: the server log does not show backend $pid killed"; return 1; }
-}
-
 # Takes $1 tokens of 'crash'.
 take_crash() {
   [ "$(psql_value -c "SELECT (ratelimit_limit('crash', 'k', NULL, $1)).ok")" = t ] || { fail "e: taking $1 of 'crash' failed"; return 1; }

@@ -191,37 +191,15 @@ restarts_keep_or_lose_memory() {
 
   # A backend killed with SIGKILL: the postmaster reinitializes shared memory.
   take_restart_limits || return 1
-  kill_a_backend || rc=1
+  kill_a_backend_alone || rc=1
   restart_limits_initial "a backend killed with SIGKILL" || rc=1
   return $rc
 }
 
-# Kills a backend with SIGKILL (its pid from pg_backend_pid(), which it
-# prints before it sleeps) and waits until the server has reinitialized.
-kill_a_backend() {
-  local offset pid out=$CLUSTER_DIR/victim.out psql_pid _
-  offset=$(stat -c %s "$CLUSTER_DIR/server.log")
-  psql_value -c "SELECT pg_backend_pid()" -c "SELECT pg_sleep(600)" >"$out" 2>&1 &
-  psql_pid=$!
-  for _ in $(seq 1 600); do
-    pid=$(head -1 "$out")
-    [ -n "$pid" ] && break
-    sleep 0.1
-  done
-  [[ $pid =~ ^[0-9]+$ ]] || { echo "FAIL: no backend pid to kill: $pid" >&2; return 1; }
-  # The pid must be the sleeping backend's, a process of this cluster.
-  [ "$(psql_value -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND query = 'SELECT pg_sleep(600)'")" = 1 ] ||
-    { echo "FAIL: backend $pid is not the sleeping one" >&2; return 1; }
-  kill -KILL "$pid"
-  wait "$psql_pid" || true
-  for _ in $(seq 1 600); do
-    grep -q "database system is ready to accept connections" <(tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log") &&
-      psql_value -c "SELECT 1" >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  grep -q "terminated by signal 9" <(tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log") ||
-    { echo "FAIL: the server log does not show backend $pid killed" >&2; return 1; }
-  log_free_of_other_crashes "$offset"
+# A backend killed with SIGKILL (lib.sh), and no other crash in the log since.
+kill_a_backend_alone() {
+  kill_a_backend || return 1
+  log_free_of_other_crashes "$KILLED_BACKEND_LOG_OFFSET"
 }
 
 # A hot standby (pg_basebackup -R from the cluster, its own socket
