@@ -48,11 +48,21 @@
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
 # failure too. The databases it creates in the main cluster stay there.
+#
+# With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
+# enter_major exports them), every server, psql, pgbench and pg_regress is
+# another major's, in its root (whose package list has its PL/Proxy): the
+# clusters' directories are below the root's /tmp, and the paths the
+# servers and their clients are given (sockets, files) are as seen there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
-RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
-ensure_packages
+if [ -z "${RATELIMIT_CHROOT:-}" ]; then
+  RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
+  ensure_packages
+fi
+# The source tree as the servers' programs see it.
+SRC=$(server_source_dir)
 
 PARTITIONS=4
 # The partitions run this tree's ratelimit, the router this tree's
@@ -62,7 +72,8 @@ API_VERSION=$(control_version ratelimit.control)
 ROUTER_VERSION=$(control_version ratelimit_proxy.control)
 # The oldest ratelimit_proxy and ratelimit of the mixed-version upgrade check.
 OLD_VERSION=0.4.0
-PART_DIRS=()
+PART_DIRS=()   # host paths of the partition clusters' directories
+PART_HOSTS=()  # the same as their servers see them: the partitions' sockets
 OWN_CLUSTER=0
 WORK=""
 
@@ -72,7 +83,7 @@ WORK=""
 cleanup() {
   local dir
   for dir in "${PART_DIRS[@]}"; do
-    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$dir")/data" -m immediate -w stop >/dev/null 2>&1 || true
     rm -rf "$dir"
   done
   [ -n "$WORK" ] && rm -rf "$WORK"
@@ -84,13 +95,19 @@ if [ -z "${CLUSTER_DIR:-}" ]; then
   start_cluster
   OWN_CLUSTER=1
 fi
-WORK=$(mktemp -d /tmp/ratelimit-plproxy.XXXXXX)
+WORK=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-plproxy.XXXXXX")
 chmod 755 "$WORK"
 
 # Prints a progress line with the seconds since the script started.
 say() { echo "-- [${SECONDS}s] $*"; }
 
-psql_in() { PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+# psql, from the top of the source tree (the files it reads are relative to it).
+psql_in() {
+  run_pg_client PGOPTIONS="-c client_min_messages=warning" /usr/bin/env -C "$SRC" "$PG_BINDIR/psql" -X -q \
+    -v ON_ERROR_STOP=1 "$@"
+}
+# The main cluster's socket directory as its server sees it.
+MAIN_HOST=$(server_path "$PGHOST")
 
 failed=0
 # Records one check: its name, the value expected and the value found.
@@ -105,7 +122,7 @@ check() {
 
 # Creates partition database rl_p$1 with the ratelimit extension (this
 # tree's version, or $3), the app pattern's table and function and the
-# test's catalog helpers, on the server at socket dir $2.
+# test's catalog helpers, on the server at socket dir $2 (as the servers see it).
 create_partition_db() {
   local i=$1 host=$2 version=${3:-$API_VERSION}
   psql_in -h "$host" -d postgres -c "DROP DATABASE IF EXISTS rl_p$i" -c "CREATE DATABASE rl_p$i"
@@ -114,7 +131,7 @@ create_partition_db() {
 }
 
 # Creates router database $1 whose server ratelimit has the partitions at
-# the socket dirs given as the other arguments (database rl_p<i> in each),
+# the socket dirs (as the servers see them) given as the other arguments (database rl_p<i> in each),
 # with ratelimit_proxy at ROUTER_VERSION (or the version in $VERSION).
 create_router_db() {
   local db=$1 options="" i=0 host
@@ -154,9 +171,11 @@ run_regress() {
   local db=$1 out="$WORK/regress-$1"
   shift
   local pg_regress
-  pg_regress=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
-  if ! "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" \
-       --inputdir=test/plproxy --outputdir="$out" "$@"; then
+  pg_regress=$(server_pgxs_program pg_regress)
+  # From test/plproxy: pg_regress 16 and later read the expected files from
+  # the current directory's expected/ (15: the input directory's).
+  if ! run_pg_client /usr/bin/env -C "$SRC/test/plproxy" "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" \
+       --host="$MAIN_HOST" --port="$PGPORT" --inputdir="$SRC/test/plproxy" --outputdir="$(server_path "$out")" "$@"; then
     cat "$out/regression.diffs" 2>/dev/null || true
     # RATELIMIT_PLPROXY_RESULTS=dir keeps the outputs (to review, or to
     # refresh test/plproxy/expected).
@@ -176,7 +195,8 @@ run_hot_key() {
   local config="{\"kind\": \"token bucket\", \"rate\": 250, \"period\": \"36500 days\", \"capacity\": $capacity}"
   psql_in -d "$db" -c "CREATE TABLE hot_calls (ok boolean NOT NULL)"
   echo "INSERT INTO hot_calls SELECT r.ok FROM ratelimit_limit('hot', 'key', '$config') AS r;" >"$WORK/hot.sql"
-  if ! "$PG_BINDIR/pgbench" -n -c $clients -j 2 -t $per_client -f "$WORK/hot.sql" "$db" >"$WORK/pgbench.log" 2>&1; then
+  if ! run_pg_client "$PG_BINDIR/pgbench" -n -c $clients -j 2 -t $per_client -f "$(server_path "$WORK")/hot.sql" "$db" \
+    >"$WORK/pgbench.log" 2>&1; then
     cat "$WORK/pgbench.log"
     check "pgbench through the router ($db)" "exit 0" "failed"
     return
@@ -206,7 +226,8 @@ run_hot_key() {
 # connections were open and in a new one; then restarts it.
 run_stopped_partition() {
   local down=$1 db=router_clusters
-  local dir=${PART_DIRS[$down]}
+  # psql runs pg_ctl (\!) where the servers run, as their OS user.
+  local dir=${PART_HOSTS[$down]}
   local ctl="$PG_BINDIR/pg_ctl -D $dir/data -l $dir/server.log -w"
   [ "$(id -u)" -eq 0 ] && ctl="runuser -u postgres -- $ctl"
   local config='{"kind": "token bucket", "rate": 1000, "period": 1000}'
@@ -286,7 +307,7 @@ run_reshard() {
   done
   psql_in -d postgres -c "DROP DATABASE IF EXISTS router_reshard" -c "CREATE DATABASE router_reshard"
   psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
-    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$PGHOST port=$PGPORT', p1 'dbname=rl_r1 host=$PGHOST port=$PGPORT')" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$MAIN_HOST port=$PGPORT', p1 'dbname=rl_r1 host=$MAIN_HOST port=$PGPORT')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" \
     -c "SELECT ratelimit_define('r', '$config')" \
     -c "SELECT count(*) FROM generate_series(1, 40) AS g, ratelimit_limit('r', 'k' || g, count => 2) AS r WHERE r.ok" \
@@ -298,7 +319,7 @@ run_reshard() {
     done
   done
   # 2. The router switched to 4 partitions.
-  psql_in -d router_reshard -c "ALTER SERVER ratelimit OPTIONS (ADD p2 'dbname=rl_r2 host=$PGHOST port=$PGPORT', ADD p3 'dbname=rl_r3 host=$PGHOST port=$PGPORT')"
+  psql_in -d router_reshard -c "ALTER SERVER ratelimit OPTIONS (ADD p2 'dbname=rl_r2 host=$MAIN_HOST port=$PGPORT', ADD p3 'dbname=rl_r3 host=$MAIN_HOST port=$PGPORT')"
   # 3. Each partition deletes the rows it no longer owns.
   for i in 0 1 2 3; do
     psql_in -d "rl_r$i" -c "DELETE FROM ratelimit_state
@@ -339,7 +360,7 @@ run_mixed_upgrade() {
     [ "$i" -lt 2 ] && version=$OLD_VERSION
     psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m$i" -c "CREATE DATABASE rl_m$i"
     psql_in -d "rl_m$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
-    options+="${options:+, }p$i 'dbname=rl_m$i host=$PGHOST port=$PGPORT'"
+    options+="${options:+, }p$i 'dbname=rl_m$i host=$MAIN_HOST port=$PGPORT'"
   done
   psql_in -d postgres -c "DROP DATABASE IF EXISTS router_mixed" -c "CREATE DATABASE router_mixed"
   psql_in -d router_mixed -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$OLD_VERSION'" \
@@ -389,7 +410,7 @@ SQL
 # limits of both): the router's ratelimit_stats counts its calls once, and
 # its ratelimit_status shows each memory entry once.
 run_same_server() {
-  local host=${PART_DIRS[0]} i
+  local host=${PART_HOSTS[0]} i
   local table_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
   local memory_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5, "storage": "memory"}'
   for i in 0 1; do
@@ -418,38 +439,41 @@ SQL
 }
 
 start_partition_clusters() {
-  local template="$WORK/template" i dir
+  local template="$WORK/template" i dir host
   mkdir "$template"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$template"
-  as_cluster_user "$PG_BINDIR/initdb" -D "$template/data" -A trust -U postgres --no-sync >/dev/null
+  chown_to_cluster_user "$template"
+  as_cluster_user "$PG_BINDIR/initdb" -D "$(server_path "$template")/data" -A trust -U postgres --no-sync >/dev/null
   for i in $(seq 0 $((PARTITIONS - 1))); do
-    dir=$(mktemp -d "/tmp/ratelimit-partition$i.XXXXXX")
+    dir=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-partition$i.XXXXXX")
     chmod 755 "$dir"
-    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-    as_cluster_user cp -a "$template/data" "$dir/data"
+    chown_to_cluster_user "$dir"
+    host=$(server_path "$dir")
+    as_cluster_user cp -a "$(server_path "$template")/data" "$host/data"
     PART_DIRS+=("$dir")
-    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
-      -o "-c listen_addresses='' -k $dir -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
+    PART_HOSTS+=("$host")
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$host/data" -l "$host/server.log" -w start \
+      -o "-c listen_addresses='' -k $host -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
   done
 }
 
-say "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION on the partitions, ratelimit_proxy $ROUTER_VERSION"
+MAJOR=$(in_server_root "$PG_BINDIR/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+say "PostgreSQL $MAJOR, PL/Proxy $(in_server_root dpkg-query -W -f='${Version}' "postgresql-$MAJOR-plproxy"), ratelimit $API_VERSION on the partitions, ratelimit_proxy $ROUTER_VERSION"
 say "case 1: router and $PARTITIONS partition databases in one cluster"
 one_cluster=()
 for i in $(seq 0 $((PARTITIONS - 1))); do
-  create_partition_db "$i" "$PGHOST"
-  one_cluster+=("$PGHOST")
+  create_partition_db "$i" "$MAIN_HOST"
+  one_cluster+=("$MAIN_HOST")
 done
 create_router_db router "${one_cluster[@]}"
 
 say "case 2: $PARTITIONS partitions in separate clusters"
 start_partition_clusters
-for i in "${!PART_DIRS[@]}"; do create_partition_db "$i" "${PART_DIRS[$i]}"; done
-create_router_db router_clusters "${PART_DIRS[@]}"
+for i in "${!PART_HOSTS[@]}"; do create_partition_db "$i" "${PART_HOSTS[$i]}"; done
+create_router_db router_clusters "${PART_HOSTS[@]}"
 
 for case in router router_clusters; do
-  if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_DIRS[@]}"); fi
-  tests=(router postgrest app_pattern)
+  if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_HOSTS[@]}"); fi
+  tests=(router postgrest app_pattern no_reconnect)
   # The partitions of case 2 have shared memory (shared_preload_libraries).
   [ $case = router_clusters ] && tests+=(router_shared)
   say "$case: pg_regress test/plproxy (${tests[*]}), partition clocks frozen"

@@ -167,6 +167,8 @@ test_major() {
   stage "PG $major: stats with shared memory" scripts/stats-test.sh
   echo "== PG $major: memory limits, preloaded and through the DSM registry, their own clusters (scripts/memory-test.sh)"
   stage "PG $major: memory limits" scripts/memory-test.sh
+  echo "== PG $major: PL/Proxy router over 4 partitions, in the root's PL/Proxy (scripts/plproxy-test.sh)"
+  stage "PG $major: PL/Proxy router" scripts/plproxy-test.sh
   echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
   stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"
