@@ -1,5 +1,4 @@
 // The clock: clock_timestamp(), or the frozen ratelimit.now for tests.
-#include <cstdlib>
 
 #include "clock.h"
 
@@ -43,8 +42,8 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
     GUC_check_errdetail("ratelimit.now must be empty or a timestamptz from 0001-01-01 to 100000-01-01.");
     return false;
   }
-  // An extra is malloc'd: the GUC machinery free()s it.
-  auto* value = static_cast<Micros*>(std::malloc(sizeof(Micros)));
+  // An extra is the GUC machinery's to free: its allocator (compat.h).
+  auto* value = static_cast<Micros*>(compat::AllocGucExtra(sizeof(Micros)));
   if (value == nullptr) return false;
   *value = UnixFromTimestamptz(DatumGetTimestampTz(parsed));
   *extra = value;
