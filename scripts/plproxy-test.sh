@@ -25,9 +25,12 @@
 #     22023 through the router, limit_all across partitions refused with
 #     0A000), postgrest.sql (ratelimit.error_format = postgrest set in the
 #     router session by SET, SET LOCAL, a hook's set_config and a role
-#     setting: the PGRST error one node raises) and app_pattern.sql (the
+#     setting: the PGRST error one node raises), app_pattern.sql (the
 #     app's function routed to the partition of its key, examples/plproxy),
-#     with the partitions' clocks frozen; in case 2 also router_shared.sql
+#     and no_reconnect.sql (a flood of refusals and bad calls keeps every
+#     partition backend: no new session, no PL/Proxy notice, every SQLSTATE
+#     as one node raises it), with the partitions' clocks frozen; in case 2
+#     also router_shared.sql
 #     (ratelimit_stats summed over the partitions, memory limits routed);
 #   - the hot-key exact bound through the router: pgbench, 16 clients, 400
 #     calls on one key of a token bucket of capacity 200 that refills 250
@@ -36,10 +39,13 @@
 #     means less than one token was left, so at least 200 were taken), and
 #     the one partition that owns the key holds its row, emptied.
 # Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
-# cluster: every limit keeps its state, on its own partition. An upgrade
-# with mixed versions: a ratelimit_proxy 0.4.0 router over partitions at
-# ratelimit 0.4.0 and at this tree's version works, and after the
-# partitions and then the router are updated, the whole API does. Two
+# cluster: every limit keeps its state, on its own partition. Upgrades
+# with mixed versions, from 0.4.0 and from 0.6.0: a ratelimit_proxy router
+# of that release over partitions at ratelimit of that release and at this
+# tree's version works, and after the partitions and then the router are
+# updated, the whole API does; a router at this tree's version over a 0.6.0
+# partition fails the calls routed there, naming it (update the partitions
+# first). Two
 # partition databases of one server: ratelimit_stats and the memory
 # entries through the router count that server once. And, in case 2, a
 # stopped partition: the keys it owns fail with a connection error naming
@@ -70,8 +76,10 @@ PARTITIONS=4
 control_version() { sed -n "s/^default_version = '\(.*\)'$/\1/p" "$1"; }
 API_VERSION=$(control_version ratelimit.control)
 ROUTER_VERSION=$(control_version ratelimit_proxy.control)
-# The oldest ratelimit_proxy and ratelimit of the mixed-version upgrade check.
+# The ratelimit_proxy and ratelimit releases the mixed-version upgrade
+# checks start from: the oldest, and the one before this tree's.
 OLD_VERSION=0.4.0
+PREVIOUS_VERSION=0.6.0
 PART_DIRS=()   # host paths of the partition clusters' directories
 PART_HOSTS=()  # the same as their servers see them: the partitions' sockets
 OWN_CLUSTER=0
@@ -346,63 +354,111 @@ SQL
     "40" "$(echo "$rows" | sed -n 2p)"
 }
 
-# An upgrade with mixed versions, in the main cluster: partitions rl_m0 and
-# rl_m1 at ratelimit OLD_VERSION, rl_m2 and rl_m3 at this tree's, behind a
-# ratelimit_proxy OLD_VERSION router. Its API works over both; then the old
-# partitions are updated (ALTER EXTENSION ratelimit UPDATE) and it still
-# works; then the router is updated and the whole current API works, with
-# the same catalog as a router created at the current version.
+# An upgrade with mixed versions, in the main cluster, from release $1:
+# partitions rl_m<tag>_0 and _1 at ratelimit $1, _2 and _3 at this tree's,
+# behind a ratelimit_proxy $1 router. Its API works over both (a refusal
+# with throws => true too); then the old partitions are updated (ALTER
+# EXTENSION ratelimit UPDATE) and it still works; then the router is updated
+# and the whole current API works, with the same catalog as a router
+# created at the current version. From 0.6.0, before the partitions are
+# updated, a router at the current version beside it fails every call
+# routed to an old partition with PL/Proxy's error naming that partition
+# and the missing function (42883), and works for the others: the order is
+# partitions first (docs/scale-out.md).
 run_mixed_upgrade() {
+  local old=$1 tag=${1//./}
   local config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
-  local i version options=""
+  local i version options="" db=router_mixed$tag
   for i in 0 1 2 3; do
     version=$API_VERSION
-    [ "$i" -lt 2 ] && version=$OLD_VERSION
-    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m$i" -c "CREATE DATABASE rl_m$i"
-    psql_in -d "rl_m$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
-    options+="${options:+, }p$i 'dbname=rl_m$i host=$MAIN_HOST port=$PGPORT'"
+    [ "$i" -lt 2 ] && version=$old
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m${tag}_$i" -c "CREATE DATABASE rl_m${tag}_$i"
+    psql_in -d "rl_m${tag}_$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
+    options+="${options:+, }p$i 'dbname=rl_m${tag}_$i host=$MAIN_HOST port=$PGPORT'"
   done
-  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_mixed" -c "CREATE DATABASE router_mixed"
-  psql_in -d router_mixed -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$OLD_VERSION'" \
-    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
-    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  local router_db
+  for router_db in "$db" "${db}_new"; do
+    version=$old
+    [ "$router_db" = "${db}_new" ] && version=$ROUTER_VERSION
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS $router_db" -c "CREATE DATABASE $router_db"
+    psql_in -d "$router_db" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$version'" \
+      -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
+      -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  done
   # The old router's API: calls on every partition, headers, definitions,
-  # limit_all, cleanup. One line of results.
+  # limit_all, cleanup, the SQLSTATE of a refusal with throws. One line of
+  # results.
   local old_api="
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END \$f\$;
 SELECT concat_ws(' ',
   (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r),
   (SELECT count(DISTINCT ratelimit_partition('mixed', 'k' || g)) FROM generate_series(1, 40) AS g),
   (SELECT ratelimit_headers('mixed', r, '$config') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k1', '$config') AS r),
   (SELECT ok::text FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object('name', 'mixed', 'key', 'k1', 'config', '$config'::jsonb)))),
-  (SELECT floor(value)::text FROM ratelimit_value('mixed', 'k1', '$config')));
+  (SELECT floor(value)::text FROM ratelimit_value('mixed', 'k1', '$config')),
+  pg_temp.state_of(\$s\$SELECT ratelimit_limit('mixed', 'k1', '$config', 5, throws => true)\$s\$));
 SELECT ratelimit_define('mixed_def', '$config');
 SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 12) AS g, ratelimit_limit('mixed_def', 'k' || g) AS r;
 SELECT ratelimit_undefine('mixed_def');"
   local out
-  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
-  check "mixed: router $OLD_VERSION over partitions at $OLD_VERSION and $API_VERSION: its API works" \
-    "$(printf '40 4 \"mixed\";q=10;w=3600 true 3\n\n12\nt')" "$out"
-  psql_in -d rl_m0 -c "ALTER EXTENSION ratelimit UPDATE"
-  psql_in -d rl_m1 -c "ALTER EXTENSION ratelimit UPDATE"
-  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
-  check "mixed: router $OLD_VERSION over partitions all updated to $API_VERSION: its API works" \
-    "$(printf '40 4 \"mixed\";q=10;w=3600 true 1\n\n12\nt')" "$out"
-  psql_in -d router_mixed -c "ALTER EXTENSION ratelimit_proxy UPDATE TO '$ROUTER_VERSION'" -f test/plproxy/api.sql
-  out=$(psql_in -At -d router_mixed 2>&1 <<SQL
+  out=$(psql_in -At -d "$db" <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $old over partitions at $old and $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 3 PT429\n\n12\nt')" "$out"
+  if [ "$old" != "$OLD_VERSION" ]; then
+    # A router newer than some partitions: the calls routed there fail,
+    # naming the partition; the others work.
+    out=$(psql_in -At -F ' ' -d "${db}_new" 2>&1 <<SQL
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END \$f\$;
+SELECT ratelimit_partition('mixed_new', 'k' || g) < 2 AS old_partition,
+       count(*) FILTER (WHERE s = 'ok') AS ok,
+       count(*) FILTER (WHERE s LIKE '42883 public.ratelimit_proxy_limit(7): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
+                              || '] REMOTE ERROR: function public.ratelimit_proxy_limit(%) does not exist') AS named
+FROM generate_series(1, 40) AS g,
+     pg_temp.state_of(format('SELECT ratelimit_limit(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS s
+GROUP BY 1 ORDER BY 1;
+SQL
+    ) || { echo "$out"; out=failed; }
+    local expected_new
+    expected_new=$(psql_in -At -F ' ' -d "$db" -c "SELECT ratelimit_partition('mixed_new', 'k' || g) < 2,
+        count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) >= 2), count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) < 2)
+      FROM generate_series(1, 40) AS g GROUP BY 1 ORDER BY 1")
+    check "mixed: router $ROUTER_VERSION over partitions at $old and $API_VERSION: the old partitions' calls fail naming them (42883), the others work" \
+      "$expected_new" "$out"
+  fi
+  psql_in -d "rl_m${tag}_0" -c "ALTER EXTENSION ratelimit UPDATE"
+  psql_in -d "rl_m${tag}_1" -c "ALTER EXTENSION ratelimit UPDATE"
+  out=$(psql_in -At -d "$db" <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $old over partitions all updated to $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 1 PT429\n\n12\nt')" "$out"
+  psql_in -d "$db" -c "ALTER EXTENSION ratelimit_proxy UPDATE TO '$ROUTER_VERSION'" -f test/plproxy/api.sql
+  out=$(psql_in -At -d "$db" 2>&1 <<SQL
 SELECT ratelimit_override('mixed', 'k2', '{"kind": "token bucket", "rate": 60, "period": "1 hour", "capacity": 60}');
 SELECT concat_ws(' ',
   (SELECT ratelimit_headers('mixed', r, NULL, 'k2') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k2') AS r),
   (SELECT count(*) FROM ratelimit_status WHERE name = 'mixed'),
   (SELECT ratelimit_unoverride('mixed', 'k2')::text),
-  (SELECT count(*) FROM ratelimit_stats WHERE false));
+  (SELECT count(*) FROM ratelimit_stats WHERE false),
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r));
 SQL
   ) || { echo "$out"; out=failed; }
-  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats" \
-    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0')" "$out"
+  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats, calls on every partition" \
+    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0 40')" "$out"
   local fresh updated
   fresh=$(psql_in -At -d router -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
-  updated=$(psql_in -At -d router_mixed -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
-  check "mixed: the updated router's catalog is a fresh $ROUTER_VERSION router's" "$fresh" "$updated"
+  updated=$(psql_in -At -d "$db" -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
+  check "mixed: the router updated from $old has a fresh $ROUTER_VERSION router's catalog" "$fresh" "$updated"
 }
 
 # Two partitions that are databases of one server (partition 0's cluster,
@@ -487,8 +543,10 @@ done
 say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
 run_reshard
 
-say "upgrade with mixed versions: a ratelimit_proxy $OLD_VERSION router over ratelimit $OLD_VERSION and $API_VERSION partitions"
-run_mixed_upgrade
+for old in $OLD_VERSION $PREVIOUS_VERSION; do
+  say "upgrade with mixed versions: a ratelimit_proxy $old router over ratelimit $old and $API_VERSION partitions"
+  run_mixed_upgrade "$old"
+done
 
 say "router_clusters: two partition databases of one server"
 run_same_server
