@@ -423,7 +423,7 @@ EXCEPTION WHEN OTHERS THEN
 END \$f\$;
 SELECT ratelimit_partition('mixed_new', 'k' || g) < 2 AS old_partition,
        count(*) FILTER (WHERE s = 'ok') AS ok,
-       count(*) FILTER (WHERE s LIKE '42883 public.ratelimit_proxy_limit(7): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
+       count(*) FILTER (WHERE s LIKE '42883 public.ratelimit_proxy_limit(8): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
                               || '] REMOTE ERROR: function public.ratelimit_proxy_limit(%) does not exist') AS named
 FROM generate_series(1, 40) AS g,
      pg_temp.state_of(format('SELECT ratelimit_limit(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS s

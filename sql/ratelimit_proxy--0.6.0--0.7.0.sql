@@ -15,18 +15,20 @@
 -- this router needs ratelimit 0.7.0 there, and the 0.6.0 router works over
 -- partitions at 0.6.0 and 0.7.0 alike.
 
--- The routed calls: PL/Proxy functions of the same name and signature as
--- the partition's (no SELECT: PL/Proxy calls that function), so the
--- partition parses one short statement per call. error_format is the
--- router session's ratelimit.error_format, sent as an argument (PL/Proxy
--- sends no settings).
+-- The routed calls: PL/Proxy functions of the partition's function's name,
+-- with the partition's hash as a first argument (RUN ON hash: the caller
+-- computes it, so PL/Proxy runs no hash query of its own, which cost more
+-- than the rest of its work), and a statement calling the partition's
+-- function with the other arguments, one short statement per call.
+-- error_format is the router session's ratelimit.error_format, sent as an
+-- argument (PL/Proxy sends no settings).
 DROP FUNCTION @extschema@.ratelimit_proxy_limit(text, text, jsonb, double precision, boolean, boolean, text);
 DROP FUNCTION @extschema@.ratelimit_proxy_check(text, text, jsonb, double precision, boolean, boolean, text);
 DROP FUNCTION @extschema@.ratelimit_proxy_limit_all(jsonb, boolean, text);
 DROP FUNCTION @extschema@.ratelimit_proxy_raise_remote(text, text, text, text, text);
 
 CREATE FUNCTION @extschema@.ratelimit_proxy_limit(
-    name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    hash integer, name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
     error_format text,
     OUT ok boolean, OUT retry_after double precision, OUT retry_at timestamptz,
     OUT remaining double precision, OUT reset_after double precision,
@@ -34,14 +36,15 @@ CREATE FUNCTION @extschema@.ratelimit_proxy_limit(
 LANGUAGE plproxy VOLATILE
 AS $$
     CLUSTER 'ratelimit';
-    RUN ON @extschema@.ratelimit_hash(name, key);
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_limit(name, key, config, count, reserve, throws, error_format);
 $$;
 
-COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit(text, text, jsonb, double precision, boolean, boolean, text) IS
-'The partition''s ratelimit_proxy_limit on the partition of (name, key): ratelimit_limit there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_limit runs.';
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit(integer, text, text, jsonb, double precision, boolean, boolean, text) IS
+'The partition''s ratelimit_proxy_limit on the partition of hash (ratelimit_hash(name, key)): ratelimit_limit there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_limit runs.';
 
 CREATE FUNCTION @extschema@.ratelimit_proxy_check(
-    name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    hash integer, name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
     error_format text,
     OUT ok boolean, OUT retry_after double precision, OUT retry_at timestamptz,
     OUT remaining double precision, OUT reset_after double precision,
@@ -49,24 +52,26 @@ CREATE FUNCTION @extschema@.ratelimit_proxy_check(
 LANGUAGE plproxy VOLATILE
 AS $$
     CLUSTER 'ratelimit';
-    RUN ON @extschema@.ratelimit_hash(name, key);
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_check(name, key, config, count, reserve, throws, error_format);
 $$;
 
-COMMENT ON FUNCTION @extschema@.ratelimit_proxy_check(text, text, jsonb, double precision, boolean, boolean, text) IS
-'The partition''s ratelimit_proxy_check on the partition of (name, key): ratelimit_check there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_check runs.';
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_check(integer, text, text, jsonb, double precision, boolean, boolean, text) IS
+'The partition''s ratelimit_proxy_check on the partition of hash (ratelimit_hash(name, key)): ratelimit_check there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_check runs.';
 
-CREATE FUNCTION @extschema@.ratelimit_proxy_limit_all(limits jsonb, throws boolean, error_format text)
+CREATE FUNCTION @extschema@.ratelimit_proxy_limit_all(hash integer, limits jsonb, throws boolean, error_format text)
 RETURNS TABLE (name text, key text, ok boolean, retry_after double precision, retry_at timestamptz,
                remaining double precision, reset_after double precision,
                error_state text, error_message text, error_detail text, error_hint text)
 LANGUAGE plproxy VOLATILE
 AS $$
     CLUSTER 'ratelimit';
-    RUN ON @extschema@.ratelimit_limit_all_hash(limits);
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_limit_all(limits, throws, error_format);
 $$;
 
-COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit_all(jsonb, boolean, text) IS
-'The partition''s ratelimit_proxy_limit_all on the partition of its elements: ratelimit_limit_all there with ratelimit.error_format set to error_format (NULL: the partition''s own), its rows, or one row carrying its error in the error_* columns; what the router''s ratelimit_limit_all runs.';
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit_all(integer, jsonb, boolean, text) IS
+'The partition''s ratelimit_proxy_limit_all on the partition of hash (ratelimit_limit_all_hash(limits): its elements''): ratelimit_limit_all there with ratelimit.error_format set to error_format (NULL: the partition''s own), its rows, or one row carrying its error in the error_* columns; what the router''s ratelimit_limit_all runs.';
 
 -- Raises the error a partition returned as data, as the partition raised
 -- it: SQLSTATE, message, detail and hint (absent when NULL).
@@ -109,7 +114,8 @@ AS $$
 DECLARE
     answer record;
 BEGIN
-    answer := @extschema@.ratelimit_proxy_limit(name, key, config, count, reserve, throws,
+    answer := @extschema@.ratelimit_proxy_limit(@extschema@.ratelimit_hash(name, key), name, key, config, count,
+        reserve, throws,
         NULLIF(pg_catalog.current_setting('ratelimit.error_format', true), ''));
     IF answer.error_state IS NOT NULL THEN
         PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
@@ -135,7 +141,8 @@ AS $$
 DECLARE
     answer record;
 BEGIN
-    answer := @extschema@.ratelimit_proxy_check(name, key, config, count, reserve, throws,
+    answer := @extschema@.ratelimit_proxy_check(@extschema@.ratelimit_hash(name, key), name, key, config, count,
+        reserve, throws,
         NULLIF(pg_catalog.current_setting('ratelimit.error_format', true), ''));
     IF answer.error_state IS NOT NULL THEN
         PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
@@ -156,7 +163,8 @@ AS $$
 DECLARE
     answer record;
 BEGIN
-    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_limit_all(limits, throws,
+    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_limit_all(@extschema@.ratelimit_limit_all_hash(limits),
+                      limits, throws,
                       NULLIF(pg_catalog.current_setting('ratelimit.error_format', true), '')) LOOP
         IF answer.error_state IS NOT NULL THEN
             PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
