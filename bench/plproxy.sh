@@ -94,11 +94,17 @@ for n in 1 2 4; do
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 done
 # A PL/Proxy call of a statement that does nothing, routed like a limit.
-psql_in -d r1 -c "CREATE FUNCTION bench_noop(key text) RETURNS integer LANGUAGE plproxy AS \$\$
+psql_in -d r1 -c "CREATE FUNCTION bench_noop(hash integer) RETURNS integer LANGUAGE plproxy AS \$\$
     CLUSTER 'ratelimit';
-    RUN ON ratelimit_hash('n', key);
+    RUN ON hash;
     SELECT 1;
 \$\$"
+# The previous release's router (ratelimit_proxy 0.6.0) over the same
+# partition, which serves it too: the same run's baseline.
+psql_in -d postgres -c "CREATE DATABASE r1_060"
+psql_in -d r1_060 -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '0.6.0'" \
+  -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
+  -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 
 cat >"$WORK/grant.sql" <<SQL
 \set k random(1, $KEYS)
@@ -115,25 +121,22 @@ cat >"$WORK/memory.sql" <<SQL
 SELECT ok FROM ratelimit_limit('m', 'k' || :k);
 SQL
 # Where the router's cost goes (1 client): the statement PL/Proxy sends the
-# partition (its shape: every column cast, the arguments as parameters,
-# parsed and planned at every call, as -M extended's unnamed statement
-# is), run directly; the PL/Proxy function without the router's PL/pgSQL
+# partition (its shape: the arguments as typed parameters, parsed and
+# planned at every call, as -M extended's unnamed statement is), run
+# directly; the PL/Proxy function without the router's PL/pgSQL
 # wrapper; and a PL/Proxy call of a statement that does nothing.
 cat >"$WORK/partition_statement.sql" <<SQL
 \set k random(1, $KEYS)
-SELECT ok::boolean, retry_after::double precision, retry_at::timestamp with time zone,
-       remaining::double precision, reset_after::double precision, error_state::text, error_message::text,
-       error_detail::text, error_hint::text
-FROM public.ratelimit_proxy_limit('n'::text, ('k' || :k)::text, '$CONFIG'::jsonb, 1::double precision,
-                                  false::boolean, false::boolean, 'plain'::text);
+SELECT * FROM public.ratelimit_proxy_limit('n'::text, ('k' || :k)::text, '$CONFIG'::jsonb,
+                                           1::double precision, false::boolean, false::boolean, 'plain'::text);
 SQL
 cat >"$WORK/proxy.sql" <<SQL
 \set k random(1, $KEYS)
-SELECT ok FROM ratelimit_proxy_limit('n', 'k' || :k, '$CONFIG', 1, false, false, 'plain');
+SELECT ok FROM ratelimit_proxy_limit(ratelimit_hash('n', 'k' || :k), 'n', 'k' || :k, '$CONFIG', 1, false, false, 'plain');
 SQL
 cat >"$WORK/noop.sql" <<SQL
 \set k random(1, $KEYS)
-SELECT bench_noop('k' || :k);
+SELECT bench_noop(ratelimit_hash('n', 'k' || :k));
 SQL
 
 # Runs one pgbench load ($3: grant, override or memory) against database $1
@@ -197,7 +200,8 @@ WORKLOADS="override memory"
 if [ "$GRID" = router ]; then CLIENTS=1; TARGETS=""; WORKLOADS=""; fi
 # The breakdown at 1 client: target, database, workload, pgbench mode.
 BREAKDOWN=("direct direct grant prepared" "partition_statement direct partition_statement extended"
-           "noop r1 noop prepared" "proxy r1 proxy prepared" "routed r1 grant prepared")
+           "noop r1 noop prepared" "proxy r1 proxy prepared" "routed r1 grant prepared"
+           "routed_060 r1_060 grant prepared")
 for sync in on off; do
   psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
   for clients in $CLIENTS; do
@@ -245,6 +249,9 @@ read -r refused_direct sessions_direct <<<"$(refusal_micros direct false $REFUSA
 read -r refused_direct_throws sessions_direct_throws <<<"$(refusal_micros direct true $REFUSALS)"
 read -r refused_r1 sessions_r1 <<<"$(refusal_micros r1 false $REFUSALS)"
 read -r refused_r1_throws sessions_r1_throws <<<"$(refusal_micros r1 true $REFUSALS)"
+# The 0.6.0 router reconnects after each refusal with throws: fewer calls.
+read -r refused_060 sessions_060 <<<"$(refusal_micros r1_060 false $REFUSALS)"
+read -r refused_060_throws sessions_060_throws <<<"$(refusal_micros r1_060 true $((REFUSALS / 10)))"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 micros() { awk -v t="$1" 'BEGIN { if (t + 0 == 0) print "n/a"; else printf "%.0f", 1e6 / t }'; }
@@ -294,12 +301,13 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo "goes: µs per call = 1/throughput, so round trips, backends and the partition's call together. \"the"
   echo "partition's statement\" is the statement PL/Proxy sends, run directly with \`-M extended\` (parsed and"
   echo "planned at every call, as PL/Proxy's is); \"PL/Proxy function\" is \`ratelimit_proxy_limit\` called on the"
-  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`."
+  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`; \"0.6.0"
+  echo "router\" is a \`ratelimit_proxy\` 0.6.0 router database over the same partition."
   echo
-  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds | 0.6.0 router | it added |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   for sync in on off; do
-    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) |"
+    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(micros "${tps[breakdown,$sync,routed_060]}") | $(added "$sync" routed_060 direct) |"
   done
   echo
   echo "The router's added µs split: the partition parsing and planning its statement and the call's"
@@ -319,6 +327,7 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo "|---|---:|---:|---:|---|"
   echo "| direct | $refused_direct | $refused_direct_throws | $(ratio "$refused_direct_throws" "$refused_direct") | $sessions_direct, $sessions_direct_throws |"
   echo "| through the router | $refused_r1 | $refused_r1_throws | $(ratio "$refused_r1_throws" "$refused_r1") | $sessions_r1, $sessions_r1_throws |"
+  echo "| through the 0.6.0 router ($((REFUSALS / 10)) with throws) | $refused_060 | $refused_060_throws | $(ratio "$refused_060_throws" "$refused_060") | $sessions_060, $sessions_060_throws |"
 } >"$OUT"
 rm -rf "$WORK"
 cat "$OUT"
