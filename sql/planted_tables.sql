@@ -43,7 +43,8 @@ SET ROLE pt_mallory;
 DROP TABLE public.ratelimit_override;
 RESET ROLE;
 ALTER EXTENSION ratelimit UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit') AS updated
+FROM pg_extension WHERE extname = 'ratelimit';
 SELECT ratelimit_override('planted', 'vip', '{"kind": "token bucket", "rate": 5, "period": "1 hour"}');
 SELECT count(*) FILTER (WHERE ok) AS vip_granted
   FROM generate_series(1, 10) g, ratelimit_limit('planted', 'vip', count => g * 0 + 1);
