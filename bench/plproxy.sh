@@ -7,18 +7,25 @@
 # Then the same grid for a key with an override (a defined limit, each of
 # 10,000 keys overridden) and for a memory limit ("storage": "memory",
 # defined, 10,000 keys), direct and through the router with 1 partition;
-# and the cost of a refusal through the router with throws => false and
-# with throws => true (a remote error makes PL/Proxy reconnect).
+# where the router's cost goes at 1 client (the call as the partition
+# receives it from PL/Proxy, the PL/Proxy function without the router's
+# wrapper, and the routed call); and the cost of a refusal, direct and
+# through the router, with throws => false and with throws => true, with
+# the partition sessions each refusal loop opened.
 #
 #   bench/plproxy.sh            # uses the extensions already installed
 #   bench/plproxy.sh --build    # builds and installs them first
 #   BENCH_SECONDS=10 BENCH_ROUNDS=1 BENCH_WARMUP=3 bench/plproxy.sh
+#   BENCH_GRID=router bench/plproxy.sh   # only 1 client, direct and 1 partition,
+#                                        # the cost breakdown and the refusals
 #
 #   BENCH_SECONDS   seconds measured per pgbench run (after the warm-up)
 #   BENCH_ROUNDS    runs per cell, interleaved across the targets; the median
 #   BENCH_WARMUP    seconds of each run not measured: every router backend
 #                   opens one connection per partition it calls, so 32
 #                   clients on 4 partitions start 128 partition backends
+#   BENCH_GRID      full (the default) or router (written to
+#                   bench/plproxy-router-latest.md instead)
 #
 # One throwaway cluster holds everything: the database `direct` (CREATE
 # EXTENSION ratelimit), partitions p1..p3 like it, and three router
@@ -28,8 +35,9 @@
 # ratelimit_stats counts every call, direct and routed alike; its memory
 # limits are the server's, shared by direct and p1..p3. On one
 # machine the router, the partitions and pgbench share its CPUs: more
-# partitions add no CPU, only more backends. Prints a markdown table and
-# writes it to bench/plproxy-latest.md.
+# partitions add no CPU, only more backends. Prints markdown tables and
+# writes them to bench/plproxy-latest.md (BENCH_GRID=router:
+# bench/plproxy-router-latest.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -39,7 +47,10 @@ WARMUP=${BENCH_WARMUP:-3}
 ROUNDS=${BENCH_ROUNDS:-1}
 KEYS=100000
 REFUSALS=2000
+GRID=${BENCH_GRID:-full}
 OUT=bench/plproxy-latest.md
+[ "$GRID" = router ] && OUT=bench/plproxy-router-latest.md
+case "$GRID" in full | router) ;; *) echo "BENCH_GRID must be full or router" >&2; exit 2 ;; esac
 if [ "${1:-}" = "--build" ]; then ensure_packages; build_and_install_extension; fi
 RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
 ensure_packages
@@ -82,6 +93,18 @@ for n in 1 2 4; do
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 done
+# A PL/Proxy call of a statement that does nothing, routed like a limit.
+psql_in -d r1 -c "CREATE FUNCTION bench_noop(hash integer) RETURNS integer LANGUAGE plproxy AS \$\$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT 1;
+\$\$"
+# The previous release's router (ratelimit_proxy 0.6.0) over the same
+# partition, which serves it too: the same run's baseline.
+psql_in -d postgres -c "CREATE DATABASE r1_060"
+psql_in -d r1_060 -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '0.6.0'" \
+  -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
+  -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 
 cat >"$WORK/grant.sql" <<SQL
 \set k random(1, $KEYS)
@@ -97,6 +120,24 @@ cat >"$WORK/memory.sql" <<SQL
 \set k random(1, $OVERRIDDEN)
 SELECT ok FROM ratelimit_limit('m', 'k' || :k);
 SQL
+# Where the router's cost goes (1 client): the statement PL/Proxy sends the
+# partition (its shape: the arguments as typed parameters, parsed and
+# planned at every call, as -M extended's unnamed statement is), run
+# directly; the PL/Proxy function without the router's PL/pgSQL
+# wrapper; and a PL/Proxy call of a statement that does nothing.
+cat >"$WORK/partition_statement.sql" <<SQL
+\set k random(1, $KEYS)
+SELECT * FROM public.ratelimit_proxy_limit('n'::text, ('k' || :k)::text, '$CONFIG'::jsonb,
+                                           1::double precision, false::boolean, false::boolean, 'plain'::text);
+SQL
+cat >"$WORK/proxy.sql" <<SQL
+\set k random(1, $KEYS)
+SELECT ok FROM ratelimit_proxy_limit(ratelimit_hash('n', 'k' || :k), 'n', 'k' || :k, '$CONFIG', 1, false, false, 'plain');
+SQL
+cat >"$WORK/noop.sql" <<SQL
+\set k random(1, $KEYS)
+SELECT bench_noop(ratelimit_hash('n', 'k' || :k));
+SQL
 
 # Runs one pgbench load ($3: grant, override or memory) against database $1
 # with $2 clients; prints its
@@ -105,8 +146,8 @@ SQL
 # backend opens its connections to the partitions (each a new backend
 # there). 0, and pgbench's errors on stderr, if it failed.
 run_load() {
-  local db=$1 clients=$2 workload=${3:-grant} tps
-  "$PG_BINDIR/pgbench" -n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2 -c "$clients" \
+  local db=$1 clients=$2 workload=${3:-grant} mode=${4:-prepared} tps
+  "$PG_BINDIR/pgbench" -n -M "$mode" -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2 -c "$clients" \
     -f "$WORK/$workload.sql" "$db" >"$WORK/pgbench.log" 2>&1 || true
   tps=$(awk -v warmup="$WARMUP" '/^progress: / && $2 + 0 > warmup { sum += $4; n++ }
                                  END { if (n) printf "%.0f", sum / n }' "$WORK/pgbench.log")
@@ -118,10 +159,13 @@ run_load() {
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # Microseconds per refused call of $3 calls in one session of database $1,
-# with throws => $2 (errors caught in the loop).
+# with throws => $2 (errors caught in the loop), and the sessions the
+# partition database `direct` gained meanwhile (the router session's own
+# connection is 1; PL/Proxy's reconnects after remote errors add the rest).
 refusal_micros() {
-  local db=$1 throws=$2 calls=$3
-  psql_in -At -d "$db" <<SQL | tail -1
+  local db=$1 throws=$2 calls=$3 before after micros
+  before=$(direct_sessions)
+  micros=$(psql_in -At -d "$db" <<SQL | tail -1
 DO \$\$ BEGIN PERFORM ratelimit_limit('refused', 'k', '$REFUSED_CONFIG'); END \$\$;
 CREATE TEMP TABLE t AS SELECT clock_timestamp() AS t0;
 DO \$\$
@@ -135,26 +179,44 @@ BEGIN
 END \$\$;
 SELECT round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / $calls) FROM t;
 SQL
+  )
+  after=$(direct_sessions)
+  echo "$micros $((after - before))"
+}
+
+# Sessions of database direct so far (pg_stat_database), once the backends
+# of the sessions that ended have exited and flushed their counts.
+direct_sessions() {
+  sleep 1
+  psql_in -At -d postgres -c "SELECT pg_stat_clear_snapshot()" -c "SELECT sessions FROM pg_stat_database WHERE datname = 'direct'" | tail -1
 }
 
 # Each cell's rounds are interleaved with the other targets' (direct, r1,
 # r2, r4, direct, r1, ...), so a change in the machine's load hits them alike.
 declare -A tps runs
+CLIENTS="1 8 32"
+TARGETS="direct r1 r2 r4"
+WORKLOADS="override memory"
+if [ "$GRID" = router ]; then CLIENTS=1; TARGETS=""; WORKLOADS=""; fi
+# The breakdown at 1 client: target, database, workload, pgbench mode.
+BREAKDOWN=("direct direct grant prepared" "partition_statement direct partition_statement extended"
+           "noop r1 noop prepared" "proxy r1 proxy prepared" "routed r1 grant prepared"
+           "routed_060 r1_060 grant prepared")
 for sync in on off; do
   psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
-  for clients in 1 8 32; do
+  for clients in $CLIENTS; do
     for _ in $(seq "$ROUNDS"); do
-      for target in direct r1 r2 r4; do
+      for target in $TARGETS; do
         runs[$sync,$clients,$target]+="$(run_load $target $clients) "
       done
     done
-    for target in direct r1 r2 r4; do
+    for target in $TARGETS; do
       # shellcheck disable=SC2086 # the runs are a list of numbers
       tps[$sync,$clients,$target]=$(median ${runs[$sync,$clients,$target]})
       echo "synchronous_commit=$sync clients=$clients $target: ${tps[$sync,$clients,$target]} tps (${runs[$sync,$clients,$target]% })"
     done
     # Overrides and memory limits: direct and through 1 partition.
-    for workload in override memory; do
+    for workload in $WORKLOADS; do
       for _ in $(seq "$ROUNDS"); do
         for target in direct r1; do
           runs[$workload,$sync,$clients,$target]+="$(run_load $target $clients $workload) "
@@ -167,20 +229,38 @@ for sync in on off; do
       done
     done
   done
+  # Where the router's cost goes, 1 client, interleaved.
+  for _ in $(seq "$ROUNDS"); do
+    for spec in "${BREAKDOWN[@]}"; do
+      read -r name db workload mode <<<"$spec"
+      runs[breakdown,$sync,$name]+="$(run_load "$db" 1 "$workload" "$mode") "
+    done
+  done
+  for spec in "${BREAKDOWN[@]}"; do
+    read -r name _ <<<"$spec"
+    # shellcheck disable=SC2086 # the runs are a list of numbers
+    tps[breakdown,$sync,$name]=$(median ${runs[breakdown,$sync,$name]})
+    echo "breakdown synchronous_commit=$sync $name: ${tps[breakdown,$sync,$name]} tps (${runs[breakdown,$sync,$name]% })"
+  done
 done
 psql_in -d postgres -c "ALTER SYSTEM RESET synchronous_commit" -c "SELECT pg_reload_conf()" >/dev/null
-refused_direct=$(refusal_micros direct false $REFUSALS)
-refused_direct_throws=$(refusal_micros direct true $REFUSALS)
-refused_r1=$(refusal_micros r1 false $REFUSALS)
-# Each of these opens a new partition connection: fewer calls.
-refused_r1_throws=$(refusal_micros r1 true $((REFUSALS / 10)))
+# Each: "<µs per call> <partition sessions opened>", all with the same count.
+read -r refused_direct sessions_direct <<<"$(refusal_micros direct false $REFUSALS)"
+read -r refused_direct_throws sessions_direct_throws <<<"$(refusal_micros direct true $REFUSALS)"
+read -r refused_r1 sessions_r1 <<<"$(refusal_micros r1 false $REFUSALS)"
+read -r refused_r1_throws sessions_r1_throws <<<"$(refusal_micros r1 true $REFUSALS)"
+# The 0.6.0 router reconnects after each refusal with throws: fewer calls.
+read -r refused_060 sessions_060 <<<"$(refusal_micros r1_060 false $REFUSALS)"
+read -r refused_060_throws sessions_060_throws <<<"$(refusal_micros r1_060 true $((REFUSALS / 10)))"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
-micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
+micros() { awk -v t="$1" 'BEGIN { if (t + 0 == 0) print "n/a"; else printf "%.0f", 1e6 / t }'; }
+# µs per call of breakdown target $2 minus $3's, at synchronous_commit $1.
+added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEGIN { if (a + 0 == 0 || b + 0 == 0) print "n/a"; else printf "%.0f", 1e6 / a - 1e6 / b }'; }
 {
   echo "# Through the PL/Proxy router"
   echo
-  echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS bench/plproxy.sh\`:"
+  echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`BENCH_GRID=$GRID BENCH_SECONDS=$SECONDS_PER_RUN BENCH_ROUNDS=$ROUNDS bench/plproxy.sh\`:"
   echo "pgbench \`-n -M prepared -T $((SECONDS_PER_RUN + WARMUP)) -P 1 -j 2\`, calls/s of the last $SECONDS_PER_RUN seconds (after each router backend"
   echo "has connected to its partitions), median of $ROUNDS interleaved round(s); $(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB,"
   echo "load average at the start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg),"
@@ -189,50 +269,65 @@ micros() { awk -v t="$1" 'BEGIN { printf "%.0f", 1e6 / t }'; }
   echo "shared_preload_libraries=ratelimit (ratelimit_stats counts every call);"
   echo "every call \`ratelimit_limit('n', <one of $KEYS existing keys>, cfg)\`, granted."
   echo "Router, partitions and pgbench share the same CPUs: the partitions add backends, not CPU."
-  echo
-  echo "| synchronous_commit | clients | direct (calls/s) | router, 1 partition | 2 partitions | 4 partitions | router / direct (1 partition) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
-  for sync in on off; do
-    for clients in 1 8 32; do
-      d=${tps[$sync,$clients,direct]}
-      echo "| $sync | $clients | $d | ${tps[$sync,$clients,r1]} | ${tps[$sync,$clients,r2]} | ${tps[$sync,$clients,r4]} | $(ratio "${tps[$sync,$clients,r1]}" "$d") |"
-    done
-  done
-  echo
-  echo "Overrides and memory limits, side by side in the same run (1 partition): \`ratelimit_limit('o', <one of"
-  echo "$OVERRIDDEN keys, each overridden>)\` of a defined limit, and \`ratelimit_limit('m', <one of $OVERRIDDEN keys>)\` of a"
-  echo "defined limit with \"storage\": \"memory\" (in the server's shared memory, no table row, no WAL):"
-  echo
-  echo "| workload | synchronous_commit | clients | direct (calls/s) | router, 1 partition | router / direct |"
-  echo "|---|---|---:|---:|---:|---:|"
-  for workload in override memory; do
+  if [ "$GRID" = full ]; then
+    echo
+    echo "| synchronous_commit | clients | direct (calls/s) | router, 1 partition | 2 partitions | 4 partitions | router / direct (1 partition) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
     for sync in on off; do
       for clients in 1 8 32; do
-        d=${tps[$workload,$sync,$clients,direct]}
-        r=${tps[$workload,$sync,$clients,r1]}
-        echo "| $workload | $sync | $clients | $d | $r | $(ratio "$r" "$d") |"
+        d=${tps[$sync,$clients,direct]}
+        echo "| $sync | $clients | $d | ${tps[$sync,$clients,r1]} | ${tps[$sync,$clients,r2]} | ${tps[$sync,$clients,r4]} | $(ratio "${tps[$sync,$clients,r1]}" "$d") |"
       done
     done
-  done
+    echo
+    echo "Overrides and memory limits, side by side in the same run (1 partition): \`ratelimit_limit('o', <one of"
+    echo "$OVERRIDDEN keys, each overridden>)\` of a defined limit, and \`ratelimit_limit('m', <one of $OVERRIDDEN keys>)\` of a"
+    echo "defined limit with \"storage\": \"memory\" (in the server's shared memory, no table row, no WAL):"
+    echo
+    echo "| workload | synchronous_commit | clients | direct (calls/s) | router, 1 partition | router / direct |"
+    echo "|---|---|---:|---:|---:|---:|"
+    for workload in override memory; do
+      for sync in on off; do
+        for clients in 1 8 32; do
+          d=${tps[$workload,$sync,$clients,direct]}
+          r=${tps[$workload,$sync,$clients,r1]}
+          echo "| $workload | $sync | $clients | $d | $r | $(ratio "$r" "$d") |"
+        done
+      done
+    done
+  fi
   echo
-  echo "The router's own cost per call at 1 client (1 partition; 1/throughput, so round trip, router"
-  echo "backend, PL/Proxy and the partition's call together):"
+  echo "The router's own cost per call at 1 client, 1 partition (the database \`direct\` behind it), and where it"
+  echo "goes: µs per call = 1/throughput, so round trips, backends and the partition's call together. \"the"
+  echo "partition's statement\" is the statement PL/Proxy sends, run directly with \`-M extended\` (parsed and"
+  echo "planned at every call, as PL/Proxy's is); \"PL/Proxy function\" is \`ratelimit_proxy_limit\` called on the"
+  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`; \"0.6.0"
+  echo "router\" is a \`ratelimit_proxy\` 0.6.0 router database over the same partition."
   echo
-  echo "| synchronous_commit | direct (µs/call) | through the router (µs/call) | the router adds (µs) |"
-  echo "|---|---:|---:|---:|"
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds | 0.6.0 router | it added |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   for sync in on off; do
-    d=$(micros "${tps[$sync,1,direct]}")
-    r=$(micros "${tps[$sync,1,r1]}")
-    echo "| $sync | $d | $r | $((r - d)) |"
+    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(micros "${tps[breakdown,$sync,routed_060]}") | $(added "$sync" routed_060 direct) |"
   done
   echo
-  echo "A refused call ($REFUSALS in one session, $((REFUSALS / 10)) through the router with throws => true; in a PL/pgSQL"
-  echo "loop that catches PT429):"
+  echo "The router's added µs split: the partition parsing and planning its statement and the call's"
+  echo "subtransaction (statement − direct); PL/Proxy, the router backend and the second round trip"
+  echo "(PL/Proxy function − statement); the PL/pgSQL wrapper (routed − PL/Proxy function):"
   echo
-  echo "| | throws => false (µs/call) | throws => true (µs/call) |"
-  echo "|---|---:|---:|"
-  echo "| direct | $refused_direct | $refused_direct_throws |"
-  echo "| through the router | $refused_r1 | $refused_r1_throws |"
+  echo "| synchronous_commit | statement − direct | PL/Proxy function − statement | routed − PL/Proxy function | total |"
+  echo "|---|---:|---:|---:|---:|"
+  for sync in on off; do
+    echo "| $sync | $(added "$sync" partition_statement direct) | $(added "$sync" proxy partition_statement) | $(added "$sync" routed proxy) | $(added "$sync" routed direct) |"
+  done
+  echo
+  echo "A refused call ($REFUSALS in one session each, in a PL/pgSQL loop that catches PT429), and the"
+  echo "sessions the partition database gained during each loop (the router session's own connection is 1):"
+  echo
+  echo "| | throws => false (µs/call) | throws => true (µs/call) | true / false | partition sessions (false, true) |"
+  echo "|---|---:|---:|---:|---|"
+  echo "| direct | $refused_direct | $refused_direct_throws | $(ratio "$refused_direct_throws" "$refused_direct") | $sessions_direct, $sessions_direct_throws |"
+  echo "| through the router | $refused_r1 | $refused_r1_throws | $(ratio "$refused_r1_throws" "$refused_r1") | $sessions_r1, $sessions_r1_throws |"
+  echo "| through the 0.6.0 router ($((REFUSALS / 10)) with throws) | $refused_060 | $refused_060_throws | $(ratio "$refused_060_throws" "$refused_060") | $sessions_060, $sessions_060_throws |"
 } >"$OUT"
 rm -rf "$WORK"
 cat "$OUT"

@@ -61,10 +61,12 @@ major_suite() {
 
 # The packages a root for major $1 holds besides the apt variant: the
 # server (with its client, psql), its PGXS with pg_regress and the isolation
-# tester, a compiler, and what the memcheck and pooler stages run in the
-# root: valgrind (with glibc's debug symbols, as on the host) and pgbouncer.
+# tester, a compiler, and what the memcheck, pooler and router stages run
+# in the root: valgrind (with glibc's debug symbols, as on the host),
+# pgbouncer and PL/Proxy (postgresql-N-plproxy: 2.11.0 in trixie, 2.12.0 in
+# sid).
 major_packages() {
-  echo "postgresql-$1 postgresql-server-dev-$1 g++ make valgrind libc6-dbg pgbouncer"
+  echo "postgresql-$1 postgresql-server-dev-$1 g++ make valgrind libc6-dbg pgbouncer postgresql-$1-plproxy"
 }
 
 # The cached root of major $1: its suite, and a hash of suite, packages and

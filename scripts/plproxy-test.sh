@@ -25,9 +25,12 @@
 #     22023 through the router, limit_all across partitions refused with
 #     0A000), postgrest.sql (ratelimit.error_format = postgrest set in the
 #     router session by SET, SET LOCAL, a hook's set_config and a role
-#     setting: the PGRST error one node raises) and app_pattern.sql (the
+#     setting: the PGRST error one node raises), app_pattern.sql (the
 #     app's function routed to the partition of its key, examples/plproxy),
-#     with the partitions' clocks frozen; in case 2 also router_shared.sql
+#     and no_reconnect.sql (a flood of refusals and bad calls keeps every
+#     partition backend: no new session, no PL/Proxy notice, every SQLSTATE
+#     as one node raises it), with the partitions' clocks frozen; in case 2
+#     also router_shared.sql
 #     (ratelimit_stats summed over the partitions, memory limits routed);
 #   - the hot-key exact bound through the router: pgbench, 16 clients, 400
 #     calls on one key of a token bucket of capacity 200 that refills 250
@@ -36,10 +39,13 @@
 #     means less than one token was left, so at least 200 were taken), and
 #     the one partition that owns the key holds its row, emptied.
 # Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
-# cluster: every limit keeps its state, on its own partition. An upgrade
-# with mixed versions: a ratelimit_proxy 0.4.0 router over partitions at
-# ratelimit 0.4.0 and at this tree's version works, and after the
-# partitions and then the router are updated, the whole API does. Two
+# cluster: every limit keeps its state, on its own partition. Upgrades
+# with mixed versions, from 0.4.0 and from 0.6.0: a ratelimit_proxy router
+# of that release over partitions at ratelimit of that release and at this
+# tree's version works, and after the partitions and then the router are
+# updated, the whole API does; a router at this tree's version over a 0.6.0
+# partition fails the calls routed there, naming it (update the partitions
+# first). Two
 # partition databases of one server: ratelimit_stats and the memory
 # entries through the router count that server once. And, in case 2, a
 # stopped partition: the keys it owns fail with a connection error naming
@@ -48,11 +54,21 @@
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
 # failure too. The databases it creates in the main cluster stay there.
+#
+# With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
+# enter_major exports them), every server, psql, pgbench and pg_regress is
+# another major's, in its root (whose package list has its PL/Proxy): the
+# clusters' directories are below the root's /tmp, and the paths the
+# servers and their clients are given (sockets, files) are as seen there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
-RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
-ensure_packages
+if [ -z "${RATELIMIT_CHROOT:-}" ]; then
+  RATELIMIT_PACKAGES=("postgresql-$PG_MAJOR-plproxy")
+  ensure_packages
+fi
+# The source tree as the servers' programs see it.
+SRC=$(server_source_dir)
 
 PARTITIONS=4
 # The partitions run this tree's ratelimit, the router this tree's
@@ -60,9 +76,12 @@ PARTITIONS=4
 control_version() { sed -n "s/^default_version = '\(.*\)'$/\1/p" "$1"; }
 API_VERSION=$(control_version ratelimit.control)
 ROUTER_VERSION=$(control_version ratelimit_proxy.control)
-# The oldest ratelimit_proxy and ratelimit of the mixed-version upgrade check.
+# The ratelimit_proxy and ratelimit releases the mixed-version upgrade
+# checks start from: the oldest, and the one before this tree's.
 OLD_VERSION=0.4.0
-PART_DIRS=()
+PREVIOUS_VERSION=0.6.0
+PART_DIRS=()   # host paths of the partition clusters' directories
+PART_HOSTS=()  # the same as their servers see them: the partitions' sockets
 OWN_CLUSTER=0
 WORK=""
 
@@ -72,7 +91,7 @@ WORK=""
 cleanup() {
   local dir
   for dir in "${PART_DIRS[@]}"; do
-    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$dir")/data" -m immediate -w stop >/dev/null 2>&1 || true
     rm -rf "$dir"
   done
   [ -n "$WORK" ] && rm -rf "$WORK"
@@ -84,13 +103,19 @@ if [ -z "${CLUSTER_DIR:-}" ]; then
   start_cluster
   OWN_CLUSTER=1
 fi
-WORK=$(mktemp -d /tmp/ratelimit-plproxy.XXXXXX)
+WORK=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-plproxy.XXXXXX")
 chmod 755 "$WORK"
 
 # Prints a progress line with the seconds since the script started.
 say() { echo "-- [${SECONDS}s] $*"; }
 
-psql_in() { PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+# psql, from the top of the source tree (the files it reads are relative to it).
+psql_in() {
+  run_pg_client PGOPTIONS="-c client_min_messages=warning" /usr/bin/env -C "$SRC" "$PG_BINDIR/psql" -X -q \
+    -v ON_ERROR_STOP=1 "$@"
+}
+# The main cluster's socket directory as its server sees it.
+MAIN_HOST=$(server_path "$PGHOST")
 
 failed=0
 # Records one check: its name, the value expected and the value found.
@@ -105,7 +130,7 @@ check() {
 
 # Creates partition database rl_p$1 with the ratelimit extension (this
 # tree's version, or $3), the app pattern's table and function and the
-# test's catalog helpers, on the server at socket dir $2.
+# test's catalog helpers, on the server at socket dir $2 (as the servers see it).
 create_partition_db() {
   local i=$1 host=$2 version=${3:-$API_VERSION}
   psql_in -h "$host" -d postgres -c "DROP DATABASE IF EXISTS rl_p$i" -c "CREATE DATABASE rl_p$i"
@@ -114,7 +139,7 @@ create_partition_db() {
 }
 
 # Creates router database $1 whose server ratelimit has the partitions at
-# the socket dirs given as the other arguments (database rl_p<i> in each),
+# the socket dirs (as the servers see them) given as the other arguments (database rl_p<i> in each),
 # with ratelimit_proxy at ROUTER_VERSION (or the version in $VERSION).
 create_router_db() {
   local db=$1 options="" i=0 host
@@ -154,9 +179,11 @@ run_regress() {
   local db=$1 out="$WORK/regress-$1"
   shift
   local pg_regress
-  pg_regress=$("$PG_BINDIR/pg_config" --pkglibdir)/pgxs/src/test/regress/pg_regress
-  if ! "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" --host="$PGHOST" --port="$PGPORT" \
-       --inputdir=test/plproxy --outputdir="$out" "$@"; then
+  pg_regress=$(server_pgxs_program pg_regress)
+  # From test/plproxy: pg_regress 16 and later read the expected files from
+  # the current directory's expected/ (15: the input directory's).
+  if ! run_pg_client /usr/bin/env -C "$SRC/test/plproxy" "$pg_regress" --use-existing --dbname="$db" --bindir="$PG_BINDIR" \
+       --host="$MAIN_HOST" --port="$PGPORT" --inputdir="$SRC/test/plproxy" --outputdir="$(server_path "$out")" "$@"; then
     cat "$out/regression.diffs" 2>/dev/null || true
     # RATELIMIT_PLPROXY_RESULTS=dir keeps the outputs (to review, or to
     # refresh test/plproxy/expected).
@@ -176,7 +203,8 @@ run_hot_key() {
   local config="{\"kind\": \"token bucket\", \"rate\": 250, \"period\": \"36500 days\", \"capacity\": $capacity}"
   psql_in -d "$db" -c "CREATE TABLE hot_calls (ok boolean NOT NULL)"
   echo "INSERT INTO hot_calls SELECT r.ok FROM ratelimit_limit('hot', 'key', '$config') AS r;" >"$WORK/hot.sql"
-  if ! "$PG_BINDIR/pgbench" -n -c $clients -j 2 -t $per_client -f "$WORK/hot.sql" "$db" >"$WORK/pgbench.log" 2>&1; then
+  if ! run_pg_client "$PG_BINDIR/pgbench" -n -c $clients -j 2 -t $per_client -f "$(server_path "$WORK")/hot.sql" "$db" \
+    >"$WORK/pgbench.log" 2>&1; then
     cat "$WORK/pgbench.log"
     check "pgbench through the router ($db)" "exit 0" "failed"
     return
@@ -206,7 +234,8 @@ run_hot_key() {
 # connections were open and in a new one; then restarts it.
 run_stopped_partition() {
   local down=$1 db=router_clusters
-  local dir=${PART_DIRS[$down]}
+  # psql runs pg_ctl (\!) where the servers run, as their OS user.
+  local dir=${PART_HOSTS[$down]}
   local ctl="$PG_BINDIR/pg_ctl -D $dir/data -l $dir/server.log -w"
   [ "$(id -u)" -eq 0 ] && ctl="runuser -u postgres -- $ctl"
   local config='{"kind": "token bucket", "rate": 1000, "period": 1000}'
@@ -286,7 +315,7 @@ run_reshard() {
   done
   psql_in -d postgres -c "DROP DATABASE IF EXISTS router_reshard" -c "CREATE DATABASE router_reshard"
   psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
-    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$PGHOST port=$PGPORT', p1 'dbname=rl_r1 host=$PGHOST port=$PGPORT')" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$MAIN_HOST port=$PGPORT', p1 'dbname=rl_r1 host=$MAIN_HOST port=$PGPORT')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" \
     -c "SELECT ratelimit_define('r', '$config')" \
     -c "SELECT count(*) FROM generate_series(1, 40) AS g, ratelimit_limit('r', 'k' || g, count => 2) AS r WHERE r.ok" \
@@ -298,7 +327,7 @@ run_reshard() {
     done
   done
   # 2. The router switched to 4 partitions.
-  psql_in -d router_reshard -c "ALTER SERVER ratelimit OPTIONS (ADD p2 'dbname=rl_r2 host=$PGHOST port=$PGPORT', ADD p3 'dbname=rl_r3 host=$PGHOST port=$PGPORT')"
+  psql_in -d router_reshard -c "ALTER SERVER ratelimit OPTIONS (ADD p2 'dbname=rl_r2 host=$MAIN_HOST port=$PGPORT', ADD p3 'dbname=rl_r3 host=$MAIN_HOST port=$PGPORT')"
   # 3. Each partition deletes the rows it no longer owns.
   for i in 0 1 2 3; do
     psql_in -d "rl_r$i" -c "DELETE FROM ratelimit_state
@@ -325,63 +354,111 @@ SQL
     "40" "$(echo "$rows" | sed -n 2p)"
 }
 
-# An upgrade with mixed versions, in the main cluster: partitions rl_m0 and
-# rl_m1 at ratelimit OLD_VERSION, rl_m2 and rl_m3 at this tree's, behind a
-# ratelimit_proxy OLD_VERSION router. Its API works over both; then the old
-# partitions are updated (ALTER EXTENSION ratelimit UPDATE) and it still
-# works; then the router is updated and the whole current API works, with
-# the same catalog as a router created at the current version.
+# An upgrade with mixed versions, in the main cluster, from release $1:
+# partitions rl_m<tag>_0 and _1 at ratelimit $1, _2 and _3 at this tree's,
+# behind a ratelimit_proxy $1 router. Its API works over both (a refusal
+# with throws => true too); then the old partitions are updated (ALTER
+# EXTENSION ratelimit UPDATE) and it still works; then the router is updated
+# and the whole current API works, with the same catalog as a router
+# created at the current version. From 0.6.0, before the partitions are
+# updated, a router at the current version beside it fails every call
+# routed to an old partition with PL/Proxy's error naming that partition
+# and the missing function (42883), and works for the others: the order is
+# partitions first (docs/scale-out.md).
 run_mixed_upgrade() {
+  local old=$1 tag=${1//./}
   local config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
-  local i version options=""
+  local i version options="" db=router_mixed$tag
   for i in 0 1 2 3; do
     version=$API_VERSION
-    [ "$i" -lt 2 ] && version=$OLD_VERSION
-    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m$i" -c "CREATE DATABASE rl_m$i"
-    psql_in -d "rl_m$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
-    options+="${options:+, }p$i 'dbname=rl_m$i host=$PGHOST port=$PGPORT'"
+    [ "$i" -lt 2 ] && version=$old
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_m${tag}_$i" -c "CREATE DATABASE rl_m${tag}_$i"
+    psql_in -d "rl_m${tag}_$i" -c "CREATE EXTENSION ratelimit VERSION '$version'"
+    options+="${options:+, }p$i 'dbname=rl_m${tag}_$i host=$MAIN_HOST port=$PGPORT'"
   done
-  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_mixed" -c "CREATE DATABASE router_mixed"
-  psql_in -d router_mixed -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$OLD_VERSION'" \
-    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
-    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  local router_db
+  for router_db in "$db" "${db}_new"; do
+    version=$old
+    [ "$router_db" = "${db}_new" ] && version=$ROUTER_VERSION
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS $router_db" -c "CREATE DATABASE $router_db"
+    psql_in -d "$router_db" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$version'" \
+      -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS ($options)" \
+      -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
+  done
   # The old router's API: calls on every partition, headers, definitions,
-  # limit_all, cleanup. One line of results.
+  # limit_all, cleanup, the SQLSTATE of a refusal with throws. One line of
+  # results.
   local old_api="
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END \$f\$;
 SELECT concat_ws(' ',
   (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r),
   (SELECT count(DISTINCT ratelimit_partition('mixed', 'k' || g)) FROM generate_series(1, 40) AS g),
   (SELECT ratelimit_headers('mixed', r, '$config') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k1', '$config') AS r),
   (SELECT ok::text FROM ratelimit_limit_all(jsonb_build_array(jsonb_build_object('name', 'mixed', 'key', 'k1', 'config', '$config'::jsonb)))),
-  (SELECT floor(value)::text FROM ratelimit_value('mixed', 'k1', '$config')));
+  (SELECT floor(value)::text FROM ratelimit_value('mixed', 'k1', '$config')),
+  pg_temp.state_of(\$s\$SELECT ratelimit_limit('mixed', 'k1', '$config', 5, throws => true)\$s\$));
 SELECT ratelimit_define('mixed_def', '$config');
 SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 12) AS g, ratelimit_limit('mixed_def', 'k' || g) AS r;
 SELECT ratelimit_undefine('mixed_def');"
   local out
-  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
-  check "mixed: router $OLD_VERSION over partitions at $OLD_VERSION and $API_VERSION: its API works" \
-    "$(printf '40 4 \"mixed\";q=10;w=3600 true 3\n\n12\nt')" "$out"
-  psql_in -d rl_m0 -c "ALTER EXTENSION ratelimit UPDATE"
-  psql_in -d rl_m1 -c "ALTER EXTENSION ratelimit UPDATE"
-  out=$(psql_in -At -d router_mixed <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
-  check "mixed: router $OLD_VERSION over partitions all updated to $API_VERSION: its API works" \
-    "$(printf '40 4 \"mixed\";q=10;w=3600 true 1\n\n12\nt')" "$out"
-  psql_in -d router_mixed -c "ALTER EXTENSION ratelimit_proxy UPDATE TO '$ROUTER_VERSION'" -f test/plproxy/api.sql
-  out=$(psql_in -At -d router_mixed 2>&1 <<SQL
+  out=$(psql_in -At -d "$db" <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $old over partitions at $old and $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 3 PT429\n\n12\nt')" "$out"
+  if [ "$old" != "$OLD_VERSION" ]; then
+    # A router newer than some partitions: the calls routed there fail,
+    # naming the partition; the others work.
+    out=$(psql_in -At -F ' ' -d "${db}_new" 2>&1 <<SQL
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$f\$
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ' ' || SQLERRM;
+END \$f\$;
+SELECT ratelimit_partition('mixed_new', 'k' || g) < 2 AS old_partition,
+       count(*) FILTER (WHERE s = 'ok') AS ok,
+       count(*) FILTER (WHERE s LIKE '42883 public.ratelimit_proxy_limit(8): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
+                              || '] REMOTE ERROR: function public.ratelimit_proxy_limit(%) does not exist') AS named
+FROM generate_series(1, 40) AS g,
+     pg_temp.state_of(format('SELECT ratelimit_limit(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS s
+GROUP BY 1 ORDER BY 1;
+SQL
+    ) || { echo "$out"; out=failed; }
+    local expected_new
+    expected_new=$(psql_in -At -F ' ' -d "$db" -c "SELECT ratelimit_partition('mixed_new', 'k' || g) < 2,
+        count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) >= 2), count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) < 2)
+      FROM generate_series(1, 40) AS g GROUP BY 1 ORDER BY 1")
+    check "mixed: router $ROUTER_VERSION over partitions at $old and $API_VERSION: the old partitions' calls fail naming them (42883), the others work" \
+      "$expected_new" "$out"
+  fi
+  psql_in -d "rl_m${tag}_0" -c "ALTER EXTENSION ratelimit UPDATE"
+  psql_in -d "rl_m${tag}_1" -c "ALTER EXTENSION ratelimit UPDATE"
+  out=$(psql_in -At -d "$db" <<<"$old_api" 2>&1) || { echo "$out"; out=failed; }
+  check "mixed: router $old over partitions all updated to $API_VERSION: its API works" \
+    "$(printf '40 4 \"mixed\";q=10;w=3600 true 1 PT429\n\n12\nt')" "$out"
+  psql_in -d "$db" -c "ALTER EXTENSION ratelimit_proxy UPDATE TO '$ROUTER_VERSION'" -f test/plproxy/api.sql
+  out=$(psql_in -At -d "$db" 2>&1 <<SQL
 SELECT ratelimit_override('mixed', 'k2', '{"kind": "token bucket", "rate": 60, "period": "1 hour", "capacity": 60}');
 SELECT concat_ws(' ',
   (SELECT ratelimit_headers('mixed', r, NULL, 'k2') ->> 'RateLimit-Policy' FROM ratelimit_check('mixed', 'k2') AS r),
   (SELECT count(*) FROM ratelimit_status WHERE name = 'mixed'),
   (SELECT ratelimit_unoverride('mixed', 'k2')::text),
-  (SELECT count(*) FROM ratelimit_stats WHERE false));
+  (SELECT count(*) FROM ratelimit_stats WHERE false),
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r));
 SQL
   ) || { echo "$out"; out=failed; }
-  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats" \
-    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0')" "$out"
+  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats, calls on every partition" \
+    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0 40')" "$out"
   local fresh updated
   fresh=$(psql_in -At -d router -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
-  updated=$(psql_in -At -d router_mixed -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
-  check "mixed: the updated router's catalog is a fresh $ROUTER_VERSION router's" "$fresh" "$updated"
+  updated=$(psql_in -At -d "$db" -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
+  check "mixed: the router updated from $old has a fresh $ROUTER_VERSION router's catalog" "$fresh" "$updated"
 }
 
 # Two partitions that are databases of one server (partition 0's cluster,
@@ -389,7 +466,7 @@ SQL
 # limits of both): the router's ratelimit_stats counts its calls once, and
 # its ratelimit_status shows each memory entry once.
 run_same_server() {
-  local host=${PART_DIRS[0]} i
+  local host=${PART_HOSTS[0]} i
   local table_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
   local memory_config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5, "storage": "memory"}'
   for i in 0 1; do
@@ -418,38 +495,41 @@ SQL
 }
 
 start_partition_clusters() {
-  local template="$WORK/template" i dir
+  local template="$WORK/template" i dir host
   mkdir "$template"
-  [ "$(id -u)" -eq 0 ] && chown postgres: "$template"
-  as_cluster_user "$PG_BINDIR/initdb" -D "$template/data" -A trust -U postgres --no-sync >/dev/null
+  chown_to_cluster_user "$template"
+  as_cluster_user "$PG_BINDIR/initdb" -D "$(server_path "$template")/data" -A trust -U postgres --no-sync >/dev/null
   for i in $(seq 0 $((PARTITIONS - 1))); do
-    dir=$(mktemp -d "/tmp/ratelimit-partition$i.XXXXXX")
+    dir=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-partition$i.XXXXXX")
     chmod 755 "$dir"
-    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-    as_cluster_user cp -a "$template/data" "$dir/data"
+    chown_to_cluster_user "$dir"
+    host=$(server_path "$dir")
+    as_cluster_user cp -a "$(server_path "$template")/data" "$host/data"
     PART_DIRS+=("$dir")
-    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
-      -o "-c listen_addresses='' -k $dir -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
+    PART_HOSTS+=("$host")
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$host/data" -l "$host/server.log" -w start \
+      -o "-c listen_addresses='' -k $host -p 5432 -c shared_preload_libraries=ratelimit" >/dev/null
   done
 }
 
-say "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit $API_VERSION on the partitions, ratelimit_proxy $ROUTER_VERSION"
+MAJOR=$(in_server_root "$PG_BINDIR/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+say "PostgreSQL $MAJOR, PL/Proxy $(in_server_root dpkg-query -W -f='${Version}' "postgresql-$MAJOR-plproxy"), ratelimit $API_VERSION on the partitions, ratelimit_proxy $ROUTER_VERSION"
 say "case 1: router and $PARTITIONS partition databases in one cluster"
 one_cluster=()
 for i in $(seq 0 $((PARTITIONS - 1))); do
-  create_partition_db "$i" "$PGHOST"
-  one_cluster+=("$PGHOST")
+  create_partition_db "$i" "$MAIN_HOST"
+  one_cluster+=("$MAIN_HOST")
 done
 create_router_db router "${one_cluster[@]}"
 
 say "case 2: $PARTITIONS partitions in separate clusters"
 start_partition_clusters
-for i in "${!PART_DIRS[@]}"; do create_partition_db "$i" "${PART_DIRS[$i]}"; done
-create_router_db router_clusters "${PART_DIRS[@]}"
+for i in "${!PART_HOSTS[@]}"; do create_partition_db "$i" "${PART_HOSTS[$i]}"; done
+create_router_db router_clusters "${PART_HOSTS[@]}"
 
 for case in router router_clusters; do
-  if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_DIRS[@]}"); fi
-  tests=(router postgrest app_pattern)
+  if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_HOSTS[@]}"); fi
+  tests=(router postgrest app_pattern no_reconnect)
   # The partitions of case 2 have shared memory (shared_preload_libraries).
   [ $case = router_clusters ] && tests+=(router_shared)
   say "$case: pg_regress test/plproxy (${tests[*]}), partition clocks frozen"
@@ -463,8 +543,10 @@ done
 say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
 run_reshard
 
-say "upgrade with mixed versions: a ratelimit_proxy $OLD_VERSION router over ratelimit $OLD_VERSION and $API_VERSION partitions"
-run_mixed_upgrade
+for old in $OLD_VERSION $PREVIOUS_VERSION; do
+  say "upgrade with mixed versions: a ratelimit_proxy $old router over ratelimit $old and $API_VERSION partitions"
+  run_mixed_upgrade "$old"
+done
 
 say "router_clusters: two partition databases of one server"
 run_same_server

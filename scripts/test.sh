@@ -181,6 +181,8 @@ test_major() {
   stage "PG $major: memory limits across restarts" scripts/memory-restart-test.sh
   echo "== PG $major: README's shared-memory sizes of memory limits (scripts/memory-sizing-test.sh)"
   stage "PG $major: memory sizing" scripts/memory-sizing-test.sh
+  echo "== PG $major: PL/Proxy router over 4 partitions, in the root's PL/Proxy (scripts/plproxy-test.sh)"
+  stage "PG $major: PL/Proxy router" scripts/plproxy-test.sh
   echo "== PG $major: memcheck: every SQL function under PostgreSQL $major's valgrind (scripts/memcheck.sh)"
   stage "PG $major: memcheck" scripts/memcheck.sh
   echo "== PG $major: libpqxx client contention tests (build/client_tests)"

@@ -1,5 +1,6 @@
 -- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to
--- 0.5.0, and from 0.2.0 straight to 0.5.0:
+-- the default version (through 0.5.0, 0.6.0 and 0.7.0), and from 0.2.0
+-- straight to it:
 -- state and definitions survive, the new objects appear, and the result
 -- matches a fresh install.
 SET timezone = 'UTC';
@@ -42,7 +43,7 @@ SELECT ok, remaining FROM ratelimit_limit('up-tb', 'u', '{"kind": "token bucket"
 -- The new library on the 0.4.0 schema reads an inline fixed window's
 -- unmarked row as its own (no override table yet).
 SELECT ok, remaining FROM ratelimit_limit('up-inline', 'u', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}');
--- 0.4.0 -> 0.5.0 (the default version): overrides, shadow mode, stats.
+-- 0.4.0 -> the default version: overrides, shadow mode, stats (0.5.0).
 ALTER EXTENSION ratelimit UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT name, key, value, prev FROM ratelimit_state WHERE name LIKE 'up%' ORDER BY name, key;
@@ -59,6 +60,9 @@ SELECT ok FROM ratelimit_limit('up', 'u');
 SELECT ratelimit_unoverride('up', 'u');
 SELECT count(*) >= 0 AS stats_readable FROM ratelimit_stats;
 SELECT ratelimit_headers('up', r, key => 'u') ->> 'X-RateLimit-Limit' AS limit FROM ratelimit_check('up', 'u') r;
+-- 0.6.0 -> 0.7.0: the router's calls, which return errors as data.
+SELECT ok, error_state FROM ratelimit_proxy_check('up', 'u', NULL, 1, false, false, NULL);
+SELECT error_state, error_message FROM ratelimit_proxy_check('up', 'u', NULL, 100, false, false, NULL);
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$

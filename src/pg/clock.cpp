@@ -1,4 +1,5 @@
 // The clock: clock_timestamp(), or the frozen ratelimit.now for tests.
+
 #include "clock.h"
 
 extern "C" {
@@ -41,7 +42,8 @@ bool CheckFrozenNow(char** newval, void** extra, GucSource source) {
     GUC_check_errdetail("ratelimit.now must be empty or a timestamptz from 0001-01-01 to 100000-01-01.");
     return false;
   }
-  auto* value = static_cast<Micros*>(compat::GucExtraAlloc(sizeof(Micros)));
+  // An extra is the GUC machinery's to free: its allocator (compat.h).
+  auto* value = static_cast<Micros*>(compat::AllocGucExtra(sizeof(Micros)));
   if (value == nullptr) return false;
   *value = UnixFromTimestamptz(DatumGetTimestampTz(parsed));
   *extra = value;

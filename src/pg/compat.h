@@ -235,10 +235,10 @@ inline void* NamedSharedSegment(const char* name, size_t size, void (*init)(void
 #endif
 }
 
-// Memory for a GUC check hook's extra, as the GUC machinery frees it: from
-// 16 on guc_malloc's (freed with guc_free, a pfree), before that malloc's
-// (freed with free). nullptr when there is none.
-inline void* GucExtraAlloc(size_t size) {
+// Memory for a GUC check hook's *extra, which the GUC machinery frees:
+// malloc before 16 (guc.c free()s it), guc_malloc from 16 on (GUC memory
+// is palloc'd there, and freed with pfree). NULL when out of memory.
+inline void* AllocGucExtra(size_t size) {
 #if PG_VERSION_NUM >= 160000
   return guc_malloc(LOG, size);
 #else

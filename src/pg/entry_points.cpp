@@ -1,7 +1,6 @@
-// The fmgr entry points of the SQL functions, _PG_init, and the guard that
-// keeps a C++ exception from crossing into PostgreSQL.
-#include <cstring>
-#include <exception>
+// The fmgr entry points of the SQL functions and _PG_init. (The router's
+// partition-side functions have theirs in routed_calls.cpp.)
+#include "guarded.h"
 
 #include "catalog.h"
 #include "clock.h"
@@ -16,7 +15,6 @@
 #include "status_view.h"
 
 extern "C" {
-#include "access/xact.h"
 #include "utils/guc.h"
 }
 
@@ -53,45 +51,6 @@ PG_FUNCTION_INFO_V1(ratelimit_stats_rows);
 PG_FUNCTION_INFO_V1(ratelimit_stats_reset);
 PG_FUNCTION_INFO_V1(ratelimit_headers_keyed);
 }
-
-namespace ratelimit_pg {
-namespace {
-
-// Every function is PARALLEL UNSAFE: one reached in a parallel operation
-// anyway (through a function its author marked PARALLEL SAFE) is refused
-// before it touches anything, as a worker's rollback could not give a
-// memory limit's grant back and its table writes would fail midway.
-void RequireNoParallelMode() {
-  if (!IsInParallelMode()) return;
-  ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                  errmsg("ratelimit functions cannot run during a parallel operation"),
-                  errhint("They are PARALLEL UNSAFE: do not call them from a function marked PARALLEL SAFE or "
-                          "PARALLEL RESTRICTED.")));
-}
-
-// Runs an entry point's body; a C++ exception (none is expected: the core is
-// noexcept and the adapter holds no C++ objects) becomes a PostgreSQL error
-// raised after the catch block has been left.
-template <Datum (*Body)(FunctionCallInfo)>
-Datum Guarded(FunctionCallInfo fcinfo) {
-  RequireNoParallelMode();
-  char message[256] = "unknown C++ exception";
-  bool failed = false;
-  Datum result = 0;
-  try {
-    result = Body(fcinfo);
-  } catch (const std::exception& e) {
-    failed = true;
-    strlcpy(message, e.what(), sizeof message);
-  } catch (...) {
-    failed = true;
-  }
-  if (failed) ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("ratelimit: %s", message)));
-  return result;
-}
-
-}  // namespace
-}  // namespace ratelimit_pg
 
 extern "C" {
 

@@ -17,7 +17,6 @@ extern "C" {
 }
 
 namespace ratelimit_pg {
-namespace {
 
 // The five fields of a ratelimit_result (ok, retry_after, retry_at,
 // remaining, reset_after), as every function returning a decision shows it.
@@ -30,6 +29,8 @@ void EncodeDecision(const Decision& decision, Datum* values, bool* nulls) {
   nulls[0] = nulls[3] = nulls[4] = false;
   nulls[1] = nulls[2] = !decision.has_retry;
 }
+
+namespace {
 
 // A ratelimit_result field that must not be NULL (22004 naming it).
 Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) {
@@ -155,15 +156,19 @@ Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
   return store;
 }
 
-// Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
-void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& decision) {
-  Datum values[7];
-  bool nulls[7];
+void EncodeEntry(const LimitId& id, const Decision& decision, Datum* values, bool* nulls) {
   values[0] = PointerGetDatum(id.name_text);
   values[1] = PointerGetDatum(id.key_text);
   nulls[0] = false;
   nulls[1] = id.key_text == nullptr;
   EncodeDecision(decision, values + 2, nulls + 2);
+}
+
+// Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
+void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& decision) {
+  Datum values[kEntryColumns];
+  bool nulls[kEntryColumns];
+  EncodeEntry(id, decision, values, nulls);
   tuplestore_putvalues(store, desc, values, nulls);
 }
 

@@ -29,6 +29,12 @@ void RequireWritable(const char* function);
 TupleDesc ResultDesc(FunctionCallInfo fcinfo);
 // The function's ratelimit_result row for a decision.
 Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision);
+// A decision as the kDecisionColumns fields of a ratelimit_result.
+constexpr int kDecisionColumns = 5;
+void EncodeDecision(const Decision& decision, Datum* values, bool* nulls);
+// A ratelimit_limit_all row: name, key and the decision's fields.
+constexpr int kEntryColumns = 2 + kDecisionColumns;
+void EncodeEntry(const LimitId& id, const Decision& decision, Datum* values, bool* nulls);
 // A tuplestore for a materialized set-returning function's rows.
 Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc);
 // Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.

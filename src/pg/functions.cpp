@@ -32,8 +32,10 @@ void RequireWritableFor(const LimitCall& call, const char* function) {
   if (StorageFor(call).row_locks) RequireWritable(function);
 }
 
+}  // namespace
+
 // ratelimit_limit and ratelimit_check share everything but the write.
-Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
+Decision DecideLimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
@@ -46,8 +48,10 @@ Datum LimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
   if (consume) CountDecision(call, decision, shadow_refused);
   if (!decision.ok && throws) RaiseRateLimited(call, decision);
-  return DecisionDatum(fcinfo, decision);
+  return decision;
 }
+
+namespace {
 
 // Computes ratelimit_value's single row as a heap tuple in `cxt`.
 Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
@@ -81,9 +85,9 @@ Datum HeadersOf(FunctionCallInfo fcinfo, int key_arg) {
 
 }  // namespace
 
-Datum Limit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, true); }
+Datum Limit(FunctionCallInfo fcinfo) { return DecisionDatum(fcinfo, DecideLimitOrCheck(fcinfo, true)); }
 
-Datum CheckLimit(FunctionCallInfo fcinfo) { return LimitOrCheck(fcinfo, false); }
+Datum CheckLimit(FunctionCallInfo fcinfo) { return DecisionDatum(fcinfo, DecideLimitOrCheck(fcinfo, false)); }
 
 // Whether the owner's config of the limit (the key's override, else the
 // definition) keeps it in memory.
@@ -126,7 +130,7 @@ Datum Value(FunctionCallInfo fcinfo) {
   SRF_RETURN_DONE(funcctx);
 }
 
-Datum LimitAll(FunctionCallInfo fcinfo) {
+int DecideLimitAll(FunctionCallInfo fcinfo, LimitCall** calls_out, Decision** decisions_out) {
   RequireNotNull(fcinfo, 0, "limits");
   RequireNotNull(fcinfo, 1, "throws");
   bool throws = PG_GETARG_BOOL(1);
@@ -153,6 +157,15 @@ Datum LimitAll(FunctionCallInfo fcinfo) {
     if (consumed || shadowed[i] || !decisions[i].ok) CountDecision(calls[i], decisions[i], shadowed[i]);
   for (int i = 0; throws && i < count; ++i)
     if (!decisions[i].ok) RaiseRateLimited(calls[i], decisions[i]);
+  *calls_out = calls;
+  *decisions_out = decisions;
+  return count;
+}
+
+Datum LimitAll(FunctionCallInfo fcinfo) {
+  LimitCall* calls = nullptr;
+  Decision* decisions = nullptr;
+  int count = DecideLimitAll(fcinfo, &calls, &decisions);
   TupleDesc desc;
   Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
   for (int i = 0; i < count; ++i) PutEntryRow(store, desc, calls[i].id, decisions[i]);

@@ -20,4 +20,11 @@ Datum Headers(FunctionCallInfo fcinfo);
 Datum HeadersForKey(FunctionCallInfo fcinfo);
 Datum Cleanup(FunctionCallInfo fcinfo);
 
+// The decisions behind ratelimit_limit / _check (consume: limit) and
+// ratelimit_limit_all, before a result is formed (routed_calls.cpp forms
+// the router's). A refusal with throws => true raises, as the calls do.
+Decision DecideLimitOrCheck(FunctionCallInfo fcinfo, bool consume);
+// The elements and their decisions (palloc'd in the caller's context); returns how many.
+int DecideLimitAll(FunctionCallInfo fcinfo, LimitCall** calls, Decision** decisions);
+
 }  // namespace ratelimit_pg

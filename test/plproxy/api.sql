@@ -32,9 +32,12 @@ AS $$
            string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum), '',
            EXISTS (SELECT FROM aclexplode(c.relacl) AS x WHERE x.grantee = 0 AND x.privilege_type = 'SELECT')
     FROM pg_class AS c JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-    WHERE c.oid IN (SELECT oid FROM views)
-       OR c.oid IN (SELECT t.typrelid FROM pg_type AS t JOIN members AS m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
-                    WHERE t.typtype = 'c')
+    -- (From PostgreSQL 17 a table's row type is a member too: only views
+    -- and stand-alone composite types.)
+    WHERE c.relkind IN ('v', 'c')
+      AND (c.oid IN (SELECT oid FROM views)
+           OR c.oid IN (SELECT t.typrelid FROM pg_type AS t JOIN members AS m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
+                        WHERE t.typtype = 'c'))
     GROUP BY c.oid, c.relkind, c.relname, c.relacl;
 $$;
 

@@ -46,7 +46,8 @@ END;
 $$;
 
 -- The router: plproxy and ratelimit_proxy, and no limit state of its own.
-SELECT extname, extversion FROM pg_extension WHERE extname IN ('plproxy', 'ratelimit_proxy') ORDER BY 1;
+SELECT extname, CASE extname WHEN 'ratelimit_proxy' THEN extversion ELSE 'any' END AS extversion
+FROM pg_extension WHERE extname IN ('plproxy', 'ratelimit_proxy') ORDER BY 1;
 SELECT count(*) AS router_tables FROM pg_class WHERE relname LIKE 'ratelimit%' AND relkind = 'r';
 SELECT ratelimit_partitions();
 
@@ -59,7 +60,7 @@ CREATE TEMP TABLE router_api AS
 SELECT * FROM extension_api('ratelimit_proxy')
 WHERE object NOT IN ('ratelimit_hash', 'ratelimit_partition', 'ratelimit_partitions', 'ratelimit_limit_all_hash')
   AND object NOT LIKE 'ratelimit\_proxy\_%';
-CREATE TEMP TABLE partitions_api AS SELECT * FROM partition_api();
+CREATE TEMP TABLE partitions_api AS SELECT * FROM partition_api() WHERE object NOT LIKE 'ratelimit\_proxy\_%';
 SELECT kind, count(*) AS objects FROM router_api GROUP BY kind ORDER BY kind;
 SELECT count(DISTINCT db) AS partitions_compared FROM partitions_api;
 (SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p
@@ -67,6 +68,17 @@ SELECT count(DISTINCT db) AS partitions_compared FROM partitions_api;
 UNION ALL
 (SELECT * FROM partitions_api
  EXCEPT SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p);
+
+-- The partition's side of the router (ratelimit_proxy_limit, _check and
+-- _limit_all, which return errors as data) has a router function of the
+-- same name for each, which takes the partition's hash first and then the
+-- partition's arguments, with the same result and rights. (Empty.)
+CREATE TEMP TABLE partitions_proxy AS SELECT * FROM partition_api() WHERE object LIKE 'ratelimit\_proxy\_%';
+SELECT DISTINCT object FROM partitions_proxy ORDER BY 1;
+SELECT * FROM partitions_proxy AS p
+WHERE NOT EXISTS (SELECT FROM extension_api('ratelimit_proxy') AS r
+                  WHERE (r.kind, r.object, r.signature, r.result, r.public_access)
+                        = (p.kind, p.object, 'hash integer, ' || p.signature, p.result, p.public_access));
 
 -- The hash: stable (these values never change), NULL key distinct from ''.
 SELECT ratelimit_hash('sendMessage', 'u1') AS u1, ratelimit_hash('sendMessage', NULL) AS global,
@@ -152,10 +164,12 @@ SELECT key, value FROM partition_rows() WHERE name = 'pair' ORDER BY key;
 
 -- Errors keep their SQLSTATE through the router. ratelimit_limit,
 -- ratelimit_check and ratelimit_limit_all raise the partition's error as the
--- partition raised it (message, detail, hint); the other functions' remote
--- errors keep PL/Proxy's prefix, the function and partition, and "Remote" in
--- the detail and hint. After a remote error PL/Proxy drops that connection
--- and opens a new one at the next call, with a NOTICE.
+-- partition raised it (message, detail, hint), returned as data: the
+-- partition connection stays (no NOTICE from PL/Proxy). The other
+-- functions' remote errors keep PL/Proxy's prefix, the function and
+-- partition, and "Remote" in the detail and hint; after one of those,
+-- PL/Proxy drops that connection and opens a new one at the next call,
+-- with a NOTICE.
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', 5, throws => true);
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', throws => true);
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg');

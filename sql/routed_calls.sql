@@ -1,0 +1,103 @@
+-- The calls a ratelimit_proxy 0.7.0 router sends to a partition:
+-- ratelimit_proxy_limit, _check and _limit_all make the call of
+-- ratelimit_limit, _check and _limit_all and return an error it raises as
+-- data (error_state, error_message, error_detail, error_hint), the same
+-- error, with nothing of the failed call kept; the router raises it.
+\i test/sql_support/setup.sql
+SET ratelimit.now = '2026-01-01 00:00:00+00';
+\set tb '{"kind": "token bucket", "rate": 2, "period": "1 minute"}'
+-- The error a statement raises, as a row (the same columns as the routed calls').
+CREATE FUNCTION pg_temp.raised(statement text, OUT error_state text, OUT error_message text,
+                               OUT error_detail text, OUT error_hint text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                            error_detail = PG_EXCEPTION_DETAIL, error_hint = PG_EXCEPTION_HINT;
+    error_detail := NULLIF(error_detail, '');
+    error_hint := NULLIF(error_hint, '');
+END $$;
+
+-- A grant and a refusal are ratelimit_limit's rows, with no error.
+SELECT * FROM ratelimit_proxy_limit('routed', 'k', :'tb', 1, false, false, NULL);
+SELECT * FROM ratelimit_proxy_limit('routed', 'k', :'tb', 2, false, false, NULL);
+SELECT * FROM ratelimit_proxy_check('routed', 'k', :'tb', 1, false, false, NULL);
+SELECT * FROM ratelimit_proxy_limit_all('[{"name": "routed", "key": "k", "config": {"kind": "token bucket", "rate": 2, "period": "1 minute"}}]', false, NULL);
+SELECT value FROM ratelimit_value('routed', 'k', :'tb');
+
+-- A refusal with throws => true: PT429 as data, the very error
+-- ratelimit_limit raises; nothing taken, no error raised.
+SELECT ok, error_state, error_message, error_detail, error_hint
+FROM ratelimit_proxy_limit('routed', 'k', :'tb', 2, false, true, NULL);
+SELECT (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM ratelimit_proxy_limit('routed', 'k', :'tb', 2, false, true, NULL) AS r,
+     pg_temp.raised($$SELECT ratelimit_limit('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, throws => true)$$) AS e;
+SELECT error_state, error_message FROM ratelimit_proxy_check('routed', 'k', :'tb', 2, false, true, NULL);
+SELECT name, key, ok, error_state, error_message
+FROM ratelimit_proxy_limit_all('[{"name": "routed", "key": "k", "count": 2, "config": {"kind": "token bucket", "rate": 2, "period": "1 minute"}}]', true, NULL);
+SELECT value FROM ratelimit_value('routed', 'k', :'tb');
+
+-- error_format: the router session's ratelimit.error_format, for this
+-- statement's transaction only: postgrest gives PGRST with PostgREST's JSON,
+-- as one node does; an invalid one is SET's 22023, as data.
+SELECT error_state, error_message::jsonb ->> 'code' AS code, error_detail::jsonb ->> 'status' AS status
+FROM ratelimit_proxy_limit('routed', 'k', :'tb', 2, false, true, 'postgrest');
+SELECT (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM ratelimit_proxy_limit('routed', 'k', :'tb', 2, false, true, 'postgrest') AS r,
+     pg_temp.raised($$SELECT set_config('ratelimit.error_format', 'postgrest', true), ratelimit_limit('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, throws => true)$$) AS e;
+SHOW ratelimit.error_format;
+SELECT error_state, error_message, error_hint FROM ratelimit_proxy_limit('routed', 'k', :'tb', 1, false, false, 'bogus');
+
+-- Bad input: each error as ratelimit_limit raises it.
+CREATE TEMP TABLE bad (what text, routed text, single text);
+INSERT INTO bad VALUES
+  ('null name', $$SELECT * FROM ratelimit_proxy_limit(NULL, 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}', 1, false, false, NULL)$$,
+                $$SELECT ratelimit_limit(NULL, 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}')$$),
+  ('null throws', $$SELECT * FROM ratelimit_proxy_check('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}', 1, false, NULL, NULL)$$,
+                  $$SELECT ratelimit_check('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}', 1, false, NULL)$$),
+  ('bad config', $$SELECT * FROM ratelimit_proxy_limit('routed', 'k', '{"kind": "token bucket", "rate": 0, "period": 60000}', 1, false, false, NULL)$$,
+                 $$SELECT ratelimit_limit('routed', 'k', '{"kind": "token bucket", "rate": 0, "period": 60000}')$$),
+  ('count never fits', $$SELECT * FROM ratelimit_proxy_limit('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}', 3, false, false, NULL)$$,
+                       $$SELECT ratelimit_limit('routed', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000}', 3)$$),
+  ('not defined', $$SELECT * FROM ratelimit_proxy_limit('routed undefined', 'k', NULL, 1, false, false, NULL)$$,
+                  $$SELECT ratelimit_limit('routed undefined', 'k')$$),
+  ('limit_all not an array', $$SELECT * FROM ratelimit_proxy_limit_all('{"name": "routed"}', false, NULL)$$,
+                             $$SELECT ratelimit_limit_all('{"name": "routed"}')$$),
+  ('limit_all null limits', $$SELECT * FROM ratelimit_proxy_limit_all(NULL, false, NULL)$$,
+                            $$SELECT ratelimit_limit_all(NULL)$$);
+CREATE FUNCTION pg_temp.answered(statement text, OUT error_state text, OUT error_message text,
+                                 OUT error_detail text, OUT error_hint text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('SELECT error_state, error_message, error_detail, error_hint FROM (%s) AS r', statement)
+        INTO error_state, error_message, error_detail, error_hint;
+END $$;
+SELECT b.what, r.error_state, r.error_message,
+       (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM bad AS b, pg_temp.answered(b.routed) AS r, pg_temp.raised(b.single) AS e ORDER BY b.what;
+
+-- A read-only transaction: ratelimit_limit's 25006, as data; the caller's
+-- transaction goes on.
+BEGIN READ ONLY;
+SELECT error_state, error_message FROM ratelimit_proxy_limit('routed', 'k2', :'tb', 1, false, false, NULL);
+SELECT 'still usable' AS transaction;
+COMMIT;
+
+-- A call that errors leaves nothing: no row for a key first seen in it.
+SELECT error_state FROM ratelimit_proxy_limit('routed', 'fresh', :'tb', 3, false, false, NULL);
+SELECT count(*) AS rows_of_fresh FROM ratelimit_state WHERE name = 'routed' AND key = 'fresh';
+-- A grant is the caller's transaction's, as ratelimit_limit's: its rollback
+-- gives the token back.
+BEGIN;
+SELECT ok, remaining, error_state FROM ratelimit_proxy_limit('routed', 'tx', :'tb', 1, false, false, NULL);
+ROLLBACK;
+SELECT value FROM ratelimit_value('routed', 'tx', :'tb');
+-- PUBLIC may call them, as it may call the functions they run.
+SELECT p.proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute, p.prosecdef
+FROM pg_proc AS p WHERE p.proname LIKE 'ratelimit\_proxy\_%' ORDER BY 1;
+DELETE FROM ratelimit_state WHERE name = 'routed';
+RESET ratelimit.now;
