@@ -21,10 +21,11 @@ namespace ratelimit_pg {
 // memory limit's grant back and its table writes would fail midway.
 inline void RequireNoParallelMode() {
   if (!IsInParallelMode()) return;
-  ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-                  errmsg("ratelimit functions cannot run during a parallel operation"),
-                  errhint("They are PARALLEL UNSAFE: do not call them from a function marked PARALLEL SAFE or "
-                          "PARALLEL RESTRICTED.")));
+  ereport(ERROR,
+          (errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+           errmsg("ratelimit functions cannot run during a parallel operation"),
+           errhint("They are PARALLEL UNSAFE: do not call them from a function marked PARALLEL SAFE or "
+                   "PARALLEL RESTRICTED.")));
 }
 
 // Runs an entry point's body; a C++ exception (none is expected: the core is
