@@ -220,17 +220,22 @@ dshash_table* Table() {
   return table;
 }
 
+// The key of (database, name, key) (key_len -1: the NULL key); false when
+// the lengths are not an identity an entry can hold.
+bool TryMakeKey(Oid database, int name_len, int key_len, const char* name, const char* key, MemoryKey* out) {
+  if (name_len < 0 || key_len < -1 || int64{name_len} + std::max(0, key_len) > kIdentityBytes) return false;
+  std::memset(out, 0, sizeof(MemoryKey));
+  out->database = database;
+  out->name_len = name_len;
+  out->key_len = key_len;
+  std::memcpy(out->bytes, name, name_len);
+  if (key_len > 0) std::memcpy(out->bytes + name_len, key, key_len);
+  return true;
+}
+
 // The key of a limit; false when its identity is longer than an entry holds.
 bool TryKeyOf(const LimitId& id, MemoryKey* key) {
-  int key_len = id.key != nullptr ? id.key_len : -1;
-  if (id.name_len + std::max(0, key_len) > kIdentityBytes) return false;
-  std::memset(key, 0, sizeof(MemoryKey));
-  key->database = MyDatabaseId;
-  key->name_len = id.name_len;
-  key->key_len = key_len;
-  std::memcpy(key->bytes, id.name, id.name_len);
-  if (key_len > 0) std::memcpy(key->bytes + id.name_len, id.key, key_len);
-  return true;
+  return TryMakeKey(MyDatabaseId, id.name_len, id.key != nullptr ? id.key_len : -1, id.name, id.key, key);
 }
 
 MemoryKey KeyOf(const LimitId& id) {
@@ -568,15 +573,10 @@ Micros MemorySweepClock() { return std::min(ClockNow(), RealClockNow()); }
 
 bool RestoreMemoryEntry(const MemoryRecord& record) {
   dshash_table* table = TableOrNull();
-  if (table == nullptr || record.name_len < 1 || record.key_len < -1 ||
-      int64{record.name_len} + std::max(int64{0}, int64{record.key_len}) > kIdentityBytes)
-    return false;
   MemoryKey key;
-  std::memset(&key, 0, sizeof key);
-  key.database = record.database;
-  key.name_len = record.name_len;
-  key.key_len = record.key_len;
-  std::memcpy(key.bytes, record.bytes, UsedBytes(key));
+  if (table == nullptr || !TryMakeKey(record.database, record.name_len, record.key_len, record.bytes,
+                                      record.bytes + std::max(0, record.name_len), &key))
+    return false;
   MemoryEntry* entry = FindOrInsert(table, key);
   if (entry->incarnation != 0) {  // twice in one file: the first stands
     dshash_release_lock(table, entry);
