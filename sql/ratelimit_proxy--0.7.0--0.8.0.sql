@@ -1,0 +1,390 @@
+/* ratelimit_proxy 0.7.0 -> 0.8.0: every routed call's errors come back as data */
+
+\echo Use "ALTER EXTENSION ratelimit_proxy UPDATE TO '0.8.0'" to load this file. \quit
+
+-- ratelimit_proxy 0.7.0 got the errors of ratelimit_limit, ratelimit_check
+-- and ratelimit_limit_all from the partition as data; every other routed
+-- call still let the partition raise, which made PL/Proxy drop its
+-- connection there (a bad config given to ratelimit_value, a refund of a
+-- negative count, an invalid definition...). From 0.8.0 every function
+-- that reaches a partition with arguments a caller chooses calls the
+-- partition's ratelimit_proxy_<function> (ratelimit 0.8.0), which returns
+-- the error as data, and raises it here as the partition raised it. Update
+-- the partitions first (ALTER EXTENSION ratelimit UPDATE on each): over a
+-- partition at 0.7.0 this router's ratelimit_limit, _check and _limit_all
+-- work, and the other calls fail with PL/Proxy's error naming the partition
+-- and the missing function ratelimit_proxy_<function> (SQLSTATE 42883).
+-- ratelimit_stats and ratelimit_status take no argument and run no code a
+-- caller's input could make fail: they stay as they are.
+
+-- The routed calls to one partition: PL/Proxy functions of the partition's
+-- function's name with the partition's hash first (RUN ON hash, computed by
+-- the caller), then the partition's arguments.
+CREATE FUNCTION @extschema@.ratelimit_proxy_value(
+    hash integer, name text, key text, config jsonb,
+    OUT value double precision,
+    OUT ts timestamptz,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_value(name, key, config);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_value(integer, text, text, jsonb) IS
+'The partition''s ratelimit_proxy_value on the partition of hash (ratelimit_hash(name, key)): ratelimit_value there, its error returned in the error_* columns; what the router''s ratelimit_value runs.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_reset(
+    hash integer, name text, key text,
+    OUT reset boolean,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_reset(name, key);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_reset(integer, text, text) IS
+'The partition''s ratelimit_proxy_reset on the partition of hash (ratelimit_hash(name, key)): ratelimit_reset there, its error returned in the error_* columns; what the router''s ratelimit_reset runs. Owner only unless granted.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_refund(
+    hash integer, name text, key text, count double precision, config jsonb,
+    OUT ok boolean,
+    OUT retry_after double precision,
+    OUT retry_at timestamptz,
+    OUT remaining double precision,
+    OUT reset_after double precision,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_refund(name, key, count, config);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_refund(integer, text, text, double precision, jsonb) IS
+'The partition''s ratelimit_proxy_refund on the partition of hash (ratelimit_hash(name, key)): ratelimit_refund there, its error returned in the error_* columns; what the router''s ratelimit_refund runs. Owner only unless granted.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_headers(
+    hash integer, name text, result @extschema@.ratelimit_result, config jsonb, key text,
+    OUT headers jsonb,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_headers(name, result, config, key);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_headers(integer, text, @extschema@.ratelimit_result, jsonb, text) IS
+'The partition''s ratelimit_proxy_headers on the partition of hash (ratelimit_hash(name, key)): ratelimit_headers there, its error returned in the error_* columns; what the router''s ratelimit_headers runs.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_override(
+    hash integer, name text, key text, config jsonb,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_override(name, key, config);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_override(integer, text, text, jsonb) IS
+'The partition''s ratelimit_proxy_override on the partition of hash (ratelimit_hash(name, key)): ratelimit_override there, its error returned in the error_* columns; what the router''s ratelimit_override runs. Owner only unless granted.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_unoverride(
+    hash integer, name text, key text,
+    OUT unoverridden boolean,
+    OUT error_state text,
+    OUT error_message text,
+    OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_unoverride(name, key);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_unoverride(integer, text, text) IS
+'The partition''s ratelimit_proxy_unoverride on the partition of hash (ratelimit_hash(name, key)): ratelimit_unoverride there, its error returned in the error_* columns; what the router''s ratelimit_unoverride runs. Owner only unless granted.';
+
+-- Run on every partition (RUN ON ALL needs a set: one row per partition).
+-- Replacing them changes their result, so first the SQL functions that
+-- read them become the PL/pgSQL ones below.
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_define(name text, config jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_define(name, config) LOOP
+        IF answer.error_state IS NOT NULL THEN
+            PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                      answer.error_detail, answer.error_hint);
+        END IF;
+    END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_define(text, jsonb) IS
+'Routed ratelimit_define: validates and stores the named limit on every partition (each in its own transaction; after an error, such as a partition down, run it again); an invalid config raises the partition''s error (22023), and costs no reconnect. Needs EXECUTE on ratelimit_proxy_define too. Owner only unless granted.';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_define(text, jsonb);
+CREATE FUNCTION @extschema@.ratelimit_proxy_define(name text, config jsonb)
+RETURNS TABLE (error_state text, error_message text, error_detail text, error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT * FROM @extschema@.ratelimit_proxy_define(name, config);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_define(text, jsonb) IS
+'The partition''s ratelimit_proxy_define on every partition at once, one row per partition, an error returned in the error_* columns; what the router''s ratelimit_define runs. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_undefine(name text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+    any_undefined boolean := false;
+BEGIN
+    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_undefine(name) LOOP
+        IF answer.error_state IS NOT NULL THEN
+            PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                      answer.error_detail, answer.error_hint);
+        END IF;
+        any_undefined := any_undefined OR answer.undefined;
+    END LOOP;
+    RETURN any_undefined;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_undefine(text) IS
+'Routed ratelimit_undefine: removes the named limit on every partition; true if any partition had it. Needs EXECUTE on ratelimit_proxy_undefine too. Owner only unless granted.';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_undefine(text);
+CREATE FUNCTION @extschema@.ratelimit_proxy_undefine(name text)
+RETURNS TABLE (undefined boolean, error_state text, error_message text, error_detail text, error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT * FROM @extschema@.ratelimit_proxy_undefine(name);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_undefine(text) IS
+'The partition''s ratelimit_proxy_undefine on every partition at once, one row per partition, an error returned in the error_* columns; what the router''s ratelimit_undefine runs. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_cleanup()
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+    total bigint := 0;
+BEGIN
+    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_cleanup() LOOP
+        IF answer.error_state IS NOT NULL THEN
+            PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                      answer.error_detail, answer.error_hint);
+        END IF;
+        total := total + answer.deleted;
+    END LOOP;
+    RETURN total;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_cleanup() IS
+'Routed ratelimit_cleanup: deletes idle state rows on every partition; returns how many in all. Needs EXECUTE on ratelimit_proxy_cleanup too. Owner only unless granted.';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_cleanup();
+CREATE FUNCTION @extschema@.ratelimit_proxy_cleanup()
+RETURNS TABLE (deleted bigint, error_state text, error_message text, error_detail text, error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT * FROM @extschema@.ratelimit_proxy_cleanup();
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_cleanup() IS
+'The partition''s ratelimit_proxy_cleanup on every partition at once, one row per partition, an error returned in the error_* columns; what the router''s ratelimit_cleanup runs. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_stats_reset()
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    FOR answer IN SELECT * FROM @extschema@.ratelimit_proxy_stats_reset() LOOP
+        IF answer.error_state IS NOT NULL THEN
+            PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                      answer.error_detail, answer.error_hint);
+        END IF;
+    END LOOP;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_stats_reset() IS
+'Routed ratelimit_stats_reset: empties ratelimit_stats on every partition. Needs EXECUTE on ratelimit_proxy_stats_reset too. Owner only unless granted.';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_stats_reset();
+CREATE FUNCTION @extschema@.ratelimit_proxy_stats_reset()
+RETURNS TABLE (error_state text, error_message text, error_detail text, error_hint text)
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT * FROM @extschema@.ratelimit_proxy_stats_reset();
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_stats_reset() IS
+'The partition''s ratelimit_proxy_stats_reset on every partition at once, one row per partition, an error returned in the error_* columns; what the router''s ratelimit_stats_reset runs. Owner only unless granted.';
+
+-- The router's functions on one partition: the routed call, and its error
+-- raised here (as ratelimit_limit's since 0.7.0).
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_value(name text, key text DEFAULT NULL, config jsonb DEFAULT NULL)
+RETURNS TABLE (value double precision, ts timestamptz)
+LANGUAGE plpgsql VOLATILE ROWS 1
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_value(@extschema@.ratelimit_hash(name, key), name, key, config);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+    RETURN QUERY SELECT answer.value, answer.ts;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_value(text, text, jsonb) IS
+'Routed ratelimit_value: one row, the tokens available now of limit (name, key) on its partition, and the instant they hold for; the partition''s errors are raised as the partition raised them, and cost no reconnect.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_reset(name text, key text DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_reset(@extschema@.ratelimit_hash(name, key), name, key);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+    RETURN answer.reset;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_reset(text, text) IS
+'Routed ratelimit_reset: forgets the state of limit (name, key) on its partition; true if there was any. Needs EXECUTE on ratelimit_proxy_reset too. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_refund(name text, key text DEFAULT NULL, count double precision DEFAULT 1, config jsonb DEFAULT NULL)
+RETURNS @extschema@.ratelimit_result
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_refund(@extschema@.ratelimit_hash(name, key), name, key, count, config);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+    RETURN ROW(answer.ok, answer.retry_after, answer.retry_at, answer.remaining, answer.reset_after);
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_refund(text, text, double precision, jsonb) IS
+'Routed ratelimit_refund: gives count tokens back to limit (name, key) on its partition, capped at capacity; the partition''s errors are raised as the partition raised them. Needs EXECUTE on ratelimit_proxy_refund too. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_headers(name text, result @extschema@.ratelimit_result, config jsonb DEFAULT NULL, key text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_headers(@extschema@.ratelimit_hash(name, key), name, result, config, key);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+    RETURN answer.headers;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_headers(text, @extschema@.ratelimit_result, jsonb, text) IS
+'Routed ratelimit_headers: the HTTP response headers for a result of limit (name, key) (the key''s override, else config inline, else the definition), computed on the partition of (name, key), which holds that key''s override. A NULL key: the partition of the name''s global limit.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_override(name text, key text, config jsonb)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_override(@extschema@.ratelimit_hash(name, key), name, key, config);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_override(text, text, jsonb) IS
+'Routed ratelimit_override: stores config for key (name, key) on the partition that holds it (committed there before the call returns); an invalid config raises the partition''s error. Needs EXECUTE on ratelimit_proxy_override too. Owner only unless granted.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_unoverride(name text, key text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    answer record;
+BEGIN
+    answer := @extschema@.ratelimit_proxy_unoverride(@extschema@.ratelimit_hash(name, key), name, key);
+    IF answer.error_state IS NOT NULL THEN
+        PERFORM @extschema@.ratelimit_proxy_raise(answer.error_state, answer.error_message,
+                                                  answer.error_detail, answer.error_hint);
+    END IF;
+    RETURN answer.unoverridden;
+END;
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_unoverride(text, text) IS
+'Routed ratelimit_unoverride: removes the override of key (name, key) on its partition; true if there was one. Needs EXECUTE on ratelimit_proxy_unoverride too. Owner only unless granted.';
+
+-- The same rights as the functions they serve.
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_reset(integer, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_refund(integer, text, text, double precision, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_override(integer, text, text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_unoverride(integer, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_define(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_undefine(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_cleanup() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_stats_reset() FROM PUBLIC;
