@@ -388,3 +388,68 @@ REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_define(text, jsonb) FROM PUBL
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_undefine(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_cleanup() FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_stats_reset() FROM PUBLIC;
+
+-- A lean routed call. The router's ratelimit_limit and ratelimit_check were
+-- PL/pgSQL functions around the PL/Proxy call; they are now one SQL
+-- expression, which the planner inlines into the caller's statement (its
+-- plan cached with the caller's prepared statement): the partition's hash,
+-- the PL/Proxy call, and ratelimit_proxy_result, a C function of the
+-- ratelimit library (installed with this extension), which raises the
+-- error the partition returned or returns the row. (Called with a volatile
+-- or costly argument expression, the function is not inlined and runs as a
+-- SQL function, planned at each statement.) ratelimit_proxy_raise, which
+-- the other routed functions call, becomes that library's C function too.
+-- The public functions cannot be the PL/Proxy functions themselves:
+-- PL/Proxy returns the partition's row as it is, and the error in it must
+-- be raised on the router, after the call.
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_proxy_raise(state text, message text, detail text, hint text)
+RETURNS void
+AS '$libdir/ratelimit', 'ratelimit_proxy_raise'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_raise(text, text, text, text) IS
+'Raises the error a partition returned as data (from the partition''s ratelimit_proxy_* functions): SQLSTATE state with its message, detail and hint (each left out when NULL); does nothing when state is NULL.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_result(answer record)
+RETURNS @extschema@.ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_result'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_result(record) IS
+'The answer of a routed ratelimit_proxy_limit or ratelimit_proxy_check: its ratelimit_result, or the partition''s error (error_state, error_message, error_detail, error_hint) raised.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_limit(
+    name text,
+    key text DEFAULT NULL,
+    config jsonb DEFAULT NULL,
+    count double precision DEFAULT 1,
+    reserve boolean DEFAULT false,
+    throws boolean DEFAULT false)
+RETURNS @extschema@.ratelimit_result
+LANGUAGE sql VOLATILE
+BEGIN ATOMIC
+    SELECT @extschema@.ratelimit_proxy_result(
+        @extschema@.ratelimit_proxy_limit(@extschema@.ratelimit_hash(name, key), name, key, config, count, reserve,
+            throws, NULLIF(pg_catalog.current_setting('ratelimit.error_format', true), '')));
+END;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_limit(text, text, jsonb, double precision, boolean, boolean) IS
+'Routed ratelimit_limit: consumes count tokens of limit (name, key) on the partition that holds it, in a transaction of its own there (committed before the answer returns, whatever the caller''s transaction does). throws => true raises SQLSTATE PT429, or PGRST with ratelimit.error_format = postgrest in the router session, as one node does; the partition''s errors are raised as the partition raised them, and cost no reconnect.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_check(
+    name text,
+    key text DEFAULT NULL,
+    config jsonb DEFAULT NULL,
+    count double precision DEFAULT 1,
+    reserve boolean DEFAULT false,
+    throws boolean DEFAULT false)
+RETURNS @extschema@.ratelimit_result
+LANGUAGE sql VOLATILE
+BEGIN ATOMIC
+    SELECT @extschema@.ratelimit_proxy_result(
+        @extschema@.ratelimit_proxy_check(@extschema@.ratelimit_hash(name, key), name, key, config, count, reserve,
+            throws, NULLIF(pg_catalog.current_setting('ratelimit.error_format', true), '')));
+END;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_check(text, text, jsonb, double precision, boolean, boolean) IS
+'Routed ratelimit_check: what ratelimit_limit would answer, from the committed state of the partition that holds (name, key); writes nothing. throws => true raises as ratelimit_limit does.';

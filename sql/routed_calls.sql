@@ -139,5 +139,29 @@ SELECT count(*) AS bad_definitions FROM ratelimit_definition WHERE name = 'route
 -- PUBLIC may call them when it may call the functions they run.
 SELECT p.proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute, p.prosecdef
 FROM pg_proc AS p WHERE p.proname LIKE 'ratelimit\_proxy\_%' ORDER BY 1;
+
+-- The router's side (ratelimit_proxy 0.8.0 loads these from this library):
+-- ratelimit_proxy_result returns a routed call's row without its error
+-- columns, or raises the error they carry, as the partition raised it;
+-- ratelimit_proxy_raise raises one (nothing when state is NULL).
+CREATE FUNCTION pg_temp.result_of(answer record) RETURNS ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_result' LANGUAGE C STRICT;
+CREATE FUNCTION pg_temp.raise(state text, message text, detail text, hint text) RETURNS void
+AS '$libdir/ratelimit', 'ratelimit_proxy_raise' LANGUAGE C;
+SELECT * FROM pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', :'tb', 1, false, false, NULL));
+SELECT (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, false, true, NULL))$$) AS r,
+     pg_temp.raised($$SELECT ratelimit_limit('routed', 'res', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, throws => true)$$) AS e;
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', '{"kind": "token bucket", "rate": 0, "period": 60000}', 1, false, false, NULL))$$);
+SELECT pg_temp.raise(NULL, NULL, NULL, NULL) AS nothing_raised;
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.raise('PT429', 'm', NULL, 'h')$$);
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.raise('22023', 'm', 'd', NULL)$$);
+-- Not an answer it knows: an invalid SQLSTATE, a row of other columns.
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.raise('2202', 'm', NULL, NULL)$$);
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.raise('pt429', 'm', NULL, NULL)$$);
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1, 2))$$);
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(1, NULL::float8, NULL::timestamptz, 1::float8, 0::float8, NULL::text, NULL::text, NULL::text, NULL::text))$$);
 DELETE FROM ratelimit_state WHERE name = 'routed';
 RESET ratelimit.now;
