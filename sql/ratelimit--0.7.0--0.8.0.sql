@@ -222,3 +222,58 @@ REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_define(text, jsonb) FROM PUBL
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_undefine(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_cleanup() FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_stats_reset() FROM PUBLIC;
+
+-- ratelimit_proxy_limit, _check and _limit_all return a named row type
+-- instead of OUT parameters (the same columns, so a 0.7.0 router's
+-- SELECT * reads them as before): PostgreSQL rebuilds a function's OUT
+-- parameters into a row description from pg_proc at every parse, plan and
+-- executor start of the statement PL/Proxy sends, unprepared, at every call
+-- (bench/plproxy-profile.sh: tens of thousands of instructions a call); a
+-- named type's comes from the type cache.
+CREATE TYPE @extschema@.ratelimit_proxy_answer AS (
+    ok boolean, retry_after double precision, retry_at timestamptz,
+    remaining double precision, reset_after double precision,
+    error_state text, error_message text, error_detail text, error_hint text);
+
+COMMENT ON TYPE @extschema@.ratelimit_proxy_answer IS
+'The row of ratelimit_proxy_limit and ratelimit_proxy_check: ratelimit_result''s columns (NULL after an error), and the error''s SQLSTATE, message, detail and hint (NULL without one).';
+
+CREATE TYPE @extschema@.ratelimit_proxy_entry AS (
+    name text, key text, ok boolean, retry_after double precision, retry_at timestamptz,
+    remaining double precision, reset_after double precision,
+    error_state text, error_message text, error_detail text, error_hint text);
+
+COMMENT ON TYPE @extschema@.ratelimit_proxy_entry IS
+'A row of ratelimit_proxy_limit_all: ratelimit_limit_all''s row (NULL after an error), and the error''s SQLSTATE, message, detail and hint (NULL without one).';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_limit(text, text, jsonb, double precision, boolean, boolean, text);
+DROP FUNCTION @extschema@.ratelimit_proxy_check(text, text, jsonb, double precision, boolean, boolean, text);
+DROP FUNCTION @extschema@.ratelimit_proxy_limit_all(jsonb, boolean, text);
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_limit(
+    name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    error_format text)
+RETURNS @extschema@.ratelimit_proxy_answer
+AS 'MODULE_PATHNAME', 'ratelimit_proxy_limit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit(text, text, jsonb, double precision, boolean, boolean, text) IS
+'What the ratelimit_proxy router runs for ratelimit_limit: the same call, with ratelimit.error_format set to error_format (NULL: the partition''s own); an error it raises (a refusal with throws => true, a bad argument) is rolled back and returned in error_state, error_message, error_detail and error_hint instead of raised, so the router''s connection survives.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_check(
+    name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    error_format text)
+RETURNS @extschema@.ratelimit_proxy_answer
+AS 'MODULE_PATHNAME', 'ratelimit_proxy_check'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_check(text, text, jsonb, double precision, boolean, boolean, text) IS
+'What the ratelimit_proxy router runs for ratelimit_check: the same call, with ratelimit.error_format set to error_format (NULL: the partition''s own); an error it raises is returned in error_state, error_message, error_detail and error_hint instead of raised.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_limit_all(limits jsonb, throws boolean, error_format text)
+RETURNS SETOF @extschema@.ratelimit_proxy_entry
+AS 'MODULE_PATHNAME', 'ratelimit_proxy_limit_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit_all(jsonb, boolean, text) IS
+'What the ratelimit_proxy router runs for ratelimit_limit_all: the same call, with ratelimit.error_format set to error_format (NULL: the partition''s own), its rows with NULL error columns; when it raises an error (nothing of it kept), one row whose error_state, error_message, error_detail and error_hint carry the error.';

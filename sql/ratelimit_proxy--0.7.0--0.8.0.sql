@@ -402,6 +402,73 @@ REVOKE ALL ON FUNCTION @extschema@.ratelimit_proxy_stats_reset() FROM PUBLIC;
 -- The public functions cannot be the PL/Proxy functions themselves:
 -- PL/Proxy returns the partition's row as it is, and the error in it must
 -- be raised on the router, after the call.
+-- The partition's ratelimit_proxy_limit, _check and _limit_all return the
+-- named row types ratelimit_proxy_answer and ratelimit_proxy_entry from
+-- ratelimit 0.8.0 (the same columns as 0.7.0's OUT parameters, which
+-- PostgreSQL rebuilt from pg_proc at every parse, plan and executor start
+-- of PL/Proxy's unprepared statement), and so do the PL/Proxy functions
+-- here (PL/Proxy reads the columns by name: over a 0.7.0 partition they
+-- work as before).
+CREATE TYPE @extschema@.ratelimit_proxy_answer AS (
+    ok boolean, retry_after double precision, retry_at timestamptz,
+    remaining double precision, reset_after double precision,
+    error_state text, error_message text, error_detail text, error_hint text);
+
+COMMENT ON TYPE @extschema@.ratelimit_proxy_answer IS
+'The row of ratelimit_proxy_limit and ratelimit_proxy_check: ratelimit_result''s columns (NULL after an error), and the error''s SQLSTATE, message, detail and hint (NULL without one).';
+
+CREATE TYPE @extschema@.ratelimit_proxy_entry AS (
+    name text, key text, ok boolean, retry_after double precision, retry_at timestamptz,
+    remaining double precision, reset_after double precision,
+    error_state text, error_message text, error_detail text, error_hint text);
+
+COMMENT ON TYPE @extschema@.ratelimit_proxy_entry IS
+'A row of ratelimit_proxy_limit_all: ratelimit_limit_all''s row (NULL after an error), and the error''s SQLSTATE, message, detail and hint (NULL without one).';
+
+DROP FUNCTION @extschema@.ratelimit_proxy_limit(integer, text, text, jsonb, double precision, boolean, boolean, text);
+DROP FUNCTION @extschema@.ratelimit_proxy_check(integer, text, text, jsonb, double precision, boolean, boolean, text);
+DROP FUNCTION @extschema@.ratelimit_proxy_limit_all(integer, jsonb, boolean, text);
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_limit(
+    hash integer, name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    error_format text)
+RETURNS @extschema@.ratelimit_proxy_answer
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_limit(name, key, config, count, reserve, throws, error_format);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit(integer, text, text, jsonb, double precision, boolean, boolean, text) IS
+'The partition''s ratelimit_proxy_limit on the partition of hash (ratelimit_hash(name, key)): ratelimit_limit there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_limit runs.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_check(
+    hash integer, name text, key text, config jsonb, count double precision, reserve boolean, throws boolean,
+    error_format text)
+RETURNS @extschema@.ratelimit_proxy_answer
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_check(name, key, config, count, reserve, throws, error_format);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_check(integer, text, text, jsonb, double precision, boolean, boolean, text) IS
+'The partition''s ratelimit_proxy_check on the partition of hash (ratelimit_hash(name, key)): ratelimit_check there with ratelimit.error_format set to error_format (NULL: the partition''s own), its error returned in the error_* columns; what the router''s ratelimit_check runs.';
+
+CREATE FUNCTION @extschema@.ratelimit_proxy_limit_all(hash integer, limits jsonb, throws boolean, error_format text)
+RETURNS SETOF @extschema@.ratelimit_proxy_entry
+LANGUAGE plproxy VOLATILE
+AS $$
+    CLUSTER 'ratelimit';
+    RUN ON hash;
+    SELECT * FROM @extschema@.ratelimit_proxy_limit_all(limits, throws, error_format);
+$$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_limit_all(integer, jsonb, boolean, text) IS
+'The partition''s ratelimit_proxy_limit_all on the partition of hash (ratelimit_limit_all_hash(limits): its elements''): ratelimit_limit_all there with ratelimit.error_format set to error_format (NULL: the partition''s own), its rows, or one row carrying its error in the error_* columns; what the router''s ratelimit_limit_all runs.';
+
 CREATE OR REPLACE FUNCTION @extschema@.ratelimit_proxy_raise(state text, message text, detail text, hint text)
 RETURNS void
 AS '$libdir/ratelimit', 'ratelimit_proxy_raise'

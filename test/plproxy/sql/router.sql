@@ -73,7 +73,7 @@ UNION ALL
 -- return errors as data) has a router function of the same name for each,
 -- which takes the partition's hash first and then the partition's
 -- arguments (the ones run on every partition: the same arguments), with the
--- same result and rights. (Empty.)
+-- same result and rights; their row types have twins too. (Empty.)
 CREATE TEMP TABLE partitions_proxy AS SELECT * FROM partition_api() WHERE object LIKE 'ratelimit\_proxy\_%';
 SELECT DISTINCT object FROM partitions_proxy ORDER BY 1;
 SELECT * FROM partitions_proxy AS p
