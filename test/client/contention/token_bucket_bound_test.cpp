@@ -2,12 +2,9 @@
 // one row and spread over 8 shards (see contention.h).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "contention.h"
 
