@@ -63,6 +63,13 @@ inline ratelimit::Options With(const std::string& config, double count = 1, bool
   return options;
 }
 
+// Options without a config (a defined limit's), in the test schema.
+inline ratelimit::Options Named() {
+  ratelimit::Options options;
+  options.schema = g_schema;
+  return options;
+}
+
 // A token bucket config: `rate` per hour, capacity `capacity`.
 inline std::string Bucket(double rate, double capacity) {
   return ratelimit::Config::token_bucket(rate, hours(1)).capacity(capacity).json();

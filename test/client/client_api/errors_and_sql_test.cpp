@@ -161,8 +161,7 @@ TEST_F(ApiTest, BuilderConfigsOnTheServer) {
   for (std::size_t i = 0; i < configs.size(); ++i)
     ratelimit::define(tx, Name("builder." + std::to_string(i)), configs[i], g_schema);
   EXPECT_EQ(ratelimit::value(tx, Name("builder.0"), std::nullopt, std::nullopt, g_schema).value, 8);
-  ratelimit::Options named;
-  named.schema = g_schema;
+  const ratelimit::Options named = Named();
   EXPECT_TRUE(ratelimit::limit(tx, Name("builder.0"), std::nullopt, named).ok);
   EXPECT_EQ(ratelimit::value(tx, Name("builder.0"), std::nullopt, std::nullopt, g_schema).value, 7)
       << "the sharded total";

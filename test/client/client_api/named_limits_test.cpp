@@ -22,8 +22,7 @@ TEST_F(ApiTest, NamedConfig) {
   pqxx::work tx(Conn());
   Freeze(tx);
   ratelimit::define(tx, name, Bucket(2, 2), g_schema);
-  ratelimit::Options named;
-  named.schema = g_schema;
+  const ratelimit::Options named = Named();
   EXPECT_EQ(ratelimit::check(tx, name, "u", named).remaining, 1);
   EXPECT_EQ(ratelimit::limit(tx, name, "u", named).remaining, 1);
   EXPECT_EQ(ratelimit::value(tx, name, "u", std::nullopt, g_schema).value, 1);
@@ -48,8 +47,7 @@ TEST_F(ApiTest, OverrideAndUnoverride) {
   pqxx::work tx(Conn());
   Freeze(tx);
   ratelimit::define(tx, name, Bucket(10, 10), g_schema);
-  ratelimit::Options named;
-  named.schema = g_schema;
+  const ratelimit::Options named = Named();
   EXPECT_EQ(ratelimit::limit(tx, name, "enterprise", named).remaining, 9);
   ratelimit::override(tx, name, "enterprise", Bucket(1000, 1000), g_schema);
   EXPECT_EQ(ratelimit::value(tx, name, "enterprise", std::nullopt, g_schema).value, 9)

@@ -175,6 +175,18 @@ class Workers {
   std::vector<std::unique_ptr<pqxx::connection>> conns_;
 };
 
+// One call of TimedLimitSql() in `tx`: whether it was granted; its bracket
+// goes to *grant and widens the worker's span of demand.
+inline bool TimedCall(Worker& w, pqxx::transaction_base& tx, const std::string& name, const std::string& key,
+                      const std::string& config, Grant* grant) {
+  static const std::string sql = TimedLimitSql();
+  pqxx::row row = tx.exec_params1(sql, name, key, config);
+  *grant = Grant{row[1].as<Micros>(), row[2].as<Micros>()};
+  w.stats.first_call = std::min(w.stats.first_call, grant->t0);
+  w.stats.last_call = std::max(w.stats.last_call, grant->t1);
+  return row[0].as<bool>();
+}
+
 // One transaction on a hot key: call, then roll back each worker's first grant
 // (so every run, however slow, has rollbacks) and ~10% of the others on
 // purpose, and commit the rest. Only committed grants are recorded.
@@ -183,13 +195,8 @@ void HotKeyTransaction(Worker& w, const std::string& name, const std::string& ke
                        double rollback_share) {
   Transaction tx(*w.conn);
   ++w.stats.transactions;
-  static const std::string sql = TimedLimitSql();
-  pqxx::row row = tx.exec_params1(sql, name, key, config);
-  bool ok = row[0].as<bool>();
-  Grant grant{row[1].as<Micros>(), row[2].as<Micros>()};
-  w.stats.first_call = std::min(w.stats.first_call, grant.t0);
-  w.stats.last_call = std::max(w.stats.last_call, grant.t1);
-  if (!ok) {
+  Grant grant{};
+  if (!TimedCall(w, tx, name, key, config, &grant)) {
     ++w.stats.refused_calls;
     w.stats.refusals.push_back(grant);
     tx.commit();  // a refusal wrote nothing; committing it is harmless

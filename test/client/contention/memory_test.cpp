@@ -86,17 +86,12 @@ Ending PickEnding(Worker& w) {
 // (*committed_per_key)[key_index]).
 void MemoryTransaction(Worker& w, const std::string& name, const std::string& key, const std::string& config,
                        std::vector<int>* committed_per_key = nullptr, int key_index = 0) {
-  static const std::string sql = TimedLimitSql();
   Ending ending = PickEnding(w);
   pqxx::work tx(*w.conn);
   ++w.stats.transactions;
   if (ending == Ending::kSavepoint) tx.exec0("SAVEPOINT s");
-  pqxx::row row = tx.exec_params1(sql, name, key, config);
-  bool ok = row[0].as<bool>();
-  Grant grant{row[1].as<Micros>(), row[2].as<Micros>()};
-  w.stats.first_call = std::min(w.stats.first_call, grant.t0);
-  w.stats.last_call = std::max(w.stats.last_call, grant.t1);
-  if (!ok) {
+  Grant grant{};
+  if (!TimedCall(w, tx, name, key, config, &grant)) {
     ++w.stats.refused_calls;
     tx.commit();
     return;

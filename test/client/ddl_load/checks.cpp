@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -307,6 +308,16 @@ void PrintLoad(const Load& load, const Shared& s, double seconds) {
   PrintMeasure("ddl:",
                Format("%ld steps (%ld of them done, %zu in a cycle); legitimate errors: %s",
                       s.ddl_steps.load(), ddl.committed, DdlCycle(s, 0).size(), ddl.Legitimate().c_str()));
+}
+
+void ExpectNoErrorsOrFindings(const Load& load, Shared& s, const char* when) {
+  Counters clients = load.Clients();
+  EXPECT_EQ(clients.unexpected.count, 0)
+      << "unexpected client errors" << when << ":" << Describe(clients.unexpected.messages);
+  EXPECT_EQ(load.Ddl().unexpected.count, 0)
+      << "unexpected DDL errors" << when << ":" << Describe(load.Ddl().unexpected.messages);
+  std::lock_guard<std::mutex> lock(s.findings_mutex);
+  EXPECT_TRUE(s.findings.empty()) << "amcheck between DDL steps:" << Describe(s.findings);
 }
 
 }  // namespace ddl_load

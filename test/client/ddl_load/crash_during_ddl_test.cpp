@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -86,15 +85,7 @@ TEST(DdlLoadTest, CrashDuringDdlUnderLoad) {
   ASSERT_EQ(start_rc, 0) << "cluster-ctl.sh start failed";
   PrintLoad(load, s, Seconds(t_crash - t0));
 
-  Counters clients = load.Clients();
-  EXPECT_EQ(clients.unexpected.count, 0)
-      << "unexpected client errors before the crash:" << Describe(clients.unexpected.messages);
-  EXPECT_EQ(load.Ddl().unexpected.count, 0)
-      << "unexpected DDL errors before the crash:" << Describe(load.Ddl().unexpected.messages);
-  {
-    std::lock_guard<std::mutex> lock(s.findings_mutex);
-    EXPECT_TRUE(s.findings.empty()) << "amcheck between DDL steps:" << Describe(s.findings);
-  }
+  ExpectNoErrorsOrFindings(load, s, " before the crash");
 
   auto conn = ConnectTo(s.db, kStatementTimeout);
   // The first xid after crash recovery: the next_xid of the end-of-recovery

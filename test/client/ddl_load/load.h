@@ -148,4 +148,9 @@ class Load {
 // straddles and the DDL session.
 void PrintLoad(const Load& load, const Shared& s, double seconds);
 
+// Expects no unexpected error of the clients or of the DDL session, and no
+// amcheck finding between the DDL steps; `when` ("" or " before the crash")
+// is added to the failure messages' subjects.
+void ExpectNoErrorsOrFindings(const Load& load, Shared& s, const char* when);
+
 }  // namespace ddl_load

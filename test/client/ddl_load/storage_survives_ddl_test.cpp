@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <mutex>
 #include <vector>
 
 #include "ddl_load.h"
@@ -45,15 +44,7 @@ TEST(DdlLoadTest, StorageSurvivesDdlUnderLoad) {
   const double load_s = Seconds(Clock::now() - t0);
   PrintLoad(load, s, load_s);
 
-  Counters clients = load.Clients();
-  EXPECT_EQ(clients.unexpected.count, 0)
-      << "unexpected client errors:" << Describe(clients.unexpected.messages);
-  EXPECT_EQ(load.Ddl().unexpected.count, 0)
-      << "unexpected DDL errors:" << Describe(load.Ddl().unexpected.messages);
-  {
-    std::lock_guard<std::mutex> lock(s.findings_mutex);
-    EXPECT_TRUE(s.findings.empty()) << "amcheck between DDL steps:" << Describe(s.findings);
-  }
+  ExpectNoErrorsOrFindings(load, s, "");
   const std::vector<TxRecord> records = load.Records();
   long unknown = 0;
   for (const TxRecord& rec : records) unknown += rec.outcome == Outcome::kUnknown;
