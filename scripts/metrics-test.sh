@@ -205,6 +205,8 @@ scrape() {
   [ "$(id -u)" -eq 0 ] && user=(setpriv --reuid=postgres --regid=postgres --init-groups)
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     port=$((20000 + RANDOM % 40000))
+    # A port something already answers on is not ours to scrape.
+    curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$port/" && continue
     DATA_SOURCE_NAME=$dsn "${user[@]}" "$EXPORTER" --web.listen-address="127.0.0.1:$port" \
       --extend.query-path="$queries" --disable-default-metrics --disable-settings-metrics \
       --no-collector.database --no-collector.bgwriter >"$log" 2>&1 &
