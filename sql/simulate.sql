@@ -228,6 +228,25 @@ SELECT count(*) AS rows_written FROM ratelimit_state WHERE name = 'sim-unwritten
 
 -- PUBLIC may call it; it is IMMUTABLE and PARALLEL SAFE, and runs in a
 -- parallel worker.
+-- The session's settings do not change the answers: a start without a
+-- UTC offset is UTC, an abbreviation the default set's, as for calls.
+CREATE FUNCTION pg_temp.answers(config jsonb) RETURNS text LANGUAGE sql AS $$
+SELECT string_agg(concat_ws(' ', extract(epoch FROM at), ok, remaining, retry_after), ', ' ORDER BY at, ok DESC)
+FROM ratelimit_simulate(config, ARRAY['2026-03-01 00:00:00+00'::timestamptz, '2026-03-01 00:00:04+00', '2026-03-01 00:00:05+00', '2026-03-01 00:00:06+00'])
+$$;
+CREATE TEMP TABLE answers_in (settings text, answers text);
+INSERT INTO answers_in SELECT 'UTC', pg_temp.answers('{"kind": "fixed window", "rate": 1, "period": "7 seconds", "start": "2026-01-01 00:00:05"}')
+  || ' / ' || pg_temp.answers('{"kind": "fixed window", "rate": 1, "period": "7 seconds", "start": "2026-01-01 00:00:05 EST"}');
+SET timezone = 'Asia/Kolkata';
+SET timezone_abbreviations = 'India';
+SET datestyle = 'SQL, DMY';
+INSERT INTO answers_in SELECT 'Kolkata', pg_temp.answers('{"kind": "fixed window", "rate": 1, "period": "7 seconds", "start": "2026-01-01 00:00:05"}')
+  || ' / ' || pg_temp.answers('{"kind": "fixed window", "rate": 1, "period": "7 seconds", "start": "2026-01-01 00:00:05 EST"}');
+RESET timezone_abbreviations;
+RESET datestyle;
+SET timezone = 'UTC';
+SELECT count(DISTINCT answers) AS distinct_answers, min(answers) FROM answers_in;
+
 CREATE ROLE ratelimit_sim_app;
 SET ROLE ratelimit_sim_app;
 SELECT ok, remaining FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
@@ -241,8 +260,8 @@ DO $$ BEGIN
 END $$;
 SELECT g, count(*) FILTER (WHERE s.ok) AS granted
 FROM generate_series(1, 4) g,
-     ratelimit_simulate(format('{"kind": "sliding window", "rate": %s, "period": 1000}', g)::jsonb,
-                        ARRAY['2026-01-01'::timestamptz, '2026-01-01', '2026-01-01']) s
+     ratelimit_simulate(format('{"kind": "fixed window", "rate": %s, "period": "1 minute", "start": "2026-01-01 00:00:07"}', g)::jsonb,
+                        ARRAY['2026-01-01 00:00:00+00'::timestamptz, '2026-01-01 00:00:06+00', '2026-01-01 00:00:07+00']) s
 GROUP BY g ORDER BY g;
 DO $$ BEGIN
   PERFORM set_config(CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'debug_parallel_query'
