@@ -8,12 +8,10 @@
 #include "config_cache.h"
 #include "errors.h"
 #include "fn_args.h"
-#include "limits_json.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
-#include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
 
