@@ -23,7 +23,7 @@
 #     partition, definitions on every partition, overrides on the key's,
 #     headers by key, ratelimit_status gathered, SQLSTATEs such as PT429 and
 #     22023 through the router, limit_all across partitions refused with
-#     0A000), postgrest.sql (ratelimit.error_format = postgrest set in the
+#     0A000, ratelimit_simulate answered by any partition, each the same), postgrest.sql (ratelimit.error_format = postgrest set in the
 #     router session by SET, SET LOCAL, a hook's set_config and a role
 #     setting: the PGRST error one node raises), app_pattern.sql (the
 #     app's function routed to the partition of its key, examples/plproxy),
