@@ -11,8 +11,27 @@
 CREATE FUNCTION @extschema@.ratelimit_simulate(
     config jsonb,
     arrivals timestamptz[],
-    counts double precision[] DEFAULT NULL,
-    name text DEFAULT NULL,
+    counts double precision[] DEFAULT NULL)
+RETURNS TABLE (at timestamptz, count double precision, ok boolean,
+               remaining double precision, retry_after double precision)
+AS 'MODULE_PATHNAME', 'ratelimit_simulate'
+LANGUAGE C IMMUTABLE PARALLEL SAFE ROWS 1000;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[]) IS
+'Simulates a limit: one row per arrival (in order, at most 100000), the answer ratelimit_limit(name, key, config, count) gives for a key never used with the clock at that arrival (retry_after before jitter). counts: 1 each when NULL. A window kind without start has its windows on whole periods from the Unix epoch (the five-argument form aligns them as a name and key do). Writes and locks nothing.';
+
+REVOKE ALL ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[]) TO PUBLIC;
+
+-- The same with the name and key whose hash aligns the windows of a window
+-- kind without "start", as ratelimit_limit(name, key, config) aligns them.
+-- A separate function (not two more defaults) so that the three-argument
+-- signature above is the function's identity.
+CREATE FUNCTION @extschema@.ratelimit_simulate(
+    config jsonb,
+    arrivals timestamptz[],
+    counts double precision[],
+    name text,
     key text DEFAULT NULL)
 RETURNS TABLE (at timestamptz, count double precision, ok boolean,
                remaining double precision, retry_after double precision)
@@ -20,7 +39,7 @@ AS 'MODULE_PATHNAME', 'ratelimit_simulate'
 LANGUAGE C IMMUTABLE PARALLEL SAFE ROWS 1000;
 
 COMMENT ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) IS
-'Simulates a limit: one row per arrival (in order, at most 100000), the answer ratelimit_limit(name, key, config, count) gives for a key never used with the clock at that arrival (retry_after before jitter). counts: 1 each when NULL. name and key only align the windows of a config without start (without name: on whole periods from the Unix epoch). Writes and locks nothing.';
+'Simulates a limit as ratelimit_simulate(config, arrivals, counts) does, for ratelimit_limit(name, key, config, count): name and key only align the windows of a config without start (a NULL name: on whole periods from the Unix epoch). Writes and locks nothing.';
 
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) TO PUBLIC;

@@ -28,8 +28,8 @@ COMMENT ON FUNCTION @extschema@.ratelimit_proxy_simulate(jsonb, timestamptz[], d
 CREATE FUNCTION @extschema@.ratelimit_simulate(
     config jsonb,
     arrivals timestamptz[],
-    counts double precision[] DEFAULT NULL,
-    name text DEFAULT NULL,
+    counts double precision[],
+    name text,
     key text DEFAULT NULL)
 RETURNS TABLE (at timestamptz, count double precision, ok boolean,
                remaining double precision, retry_after double precision)
@@ -55,3 +55,17 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) IS
 'Routed ratelimit_simulate: one row per arrival, the answer ratelimit_limit(name, key, config, count) gives a key never used with the clock at that arrival, computed by any partition (it touches no limit); its errors raised as the partition raised them.';
+
+-- The three-argument form, as on a node: windows on whole periods from the
+-- Unix epoch.
+CREATE FUNCTION @extschema@.ratelimit_simulate(
+    config jsonb,
+    arrivals timestamptz[],
+    counts double precision[] DEFAULT NULL)
+RETURNS TABLE (at timestamptz, count double precision, ok boolean,
+               remaining double precision, retry_after double precision)
+LANGUAGE sql VOLATILE
+AS $$ SELECT * FROM @extschema@.ratelimit_simulate(config, arrivals, counts, NULL::text, NULL::text) $$;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[]) IS
+'Routed ratelimit_simulate(config, arrivals, counts): one row per arrival, the answer ratelimit_limit gives a key never used with the clock at that arrival (windows without start on whole periods from the Unix epoch), computed by any partition; its errors raised as the partition raised them.';

@@ -138,7 +138,7 @@ SELECT count(*) AS arrivals,
 FROM (SELECT s.*, pg_temp.limit_at(s.at, 'sim-jitter', 'k', '{"kind": "fixed window", "rate": 3, "period": "1 second", "jitter": 250}', s.count) AS l
       FROM ratelimit_simulate('{"kind": "fixed window", "rate": 3, "period": "1 second", "jitter": 250}',
                               pg_temp.arrivals(200, '0.2 seconds', '1 second', '2026-02-01 00:00:00+00'),
-                              name => 'sim-jitter', key => 'k') s) s;
+                              counts => NULL, name => 'sim-jitter', key => 'k') s) s;
 
 -- A picture: a fixed window of 3 per minute, a request every 10 seconds.
 SELECT * FROM ratelimit_simulate('{"kind": "fixed window", "rate": 3, "period": "1 minute"}',
@@ -174,7 +174,7 @@ SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate(NULL, '{2026-01-01}') $$)
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', NULL) $$);
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, NULL}') $$);
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', '{NULL}') $$);
-SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', key => 'k') $$);
+SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', NULL, NULL, 'k') $$);
 -- Out of order, lengths, dimensions, range and size.
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01 00:00:01, 2026-01-01 00:00:00}') $$);
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-02}', '{1}') $$);
@@ -221,9 +221,9 @@ FROM bad_config b;
 -- Only the simulator's own: a sharded table limit picks shards at random.
 SELECT pg_temp.try($$ SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 8, "period": 1000, "shards": 4}', '{2026-01-01}') $$);
 -- name and key as ratelimit_limit checks them.
-SELECT pg_temp.try(format('SELECT * FROM ratelimit_simulate(''{"kind": "fixed window", "rate": 1, "period": 1000}'', ''{2026-01-01}'', name => %L)', repeat('n', 1025)));
+SELECT pg_temp.try(format('SELECT * FROM ratelimit_simulate(''{"kind": "fixed window", "rate": 1, "period": 1000}'', ''{2026-01-01}'', NULL, name => %L)', repeat('n', 1025)));
 -- A simulation writes nothing.
-SELECT count(*) FROM ratelimit_simulate('{"kind": "fixed window", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}', name => 'sim-unwritten');
+SELECT count(*) FROM ratelimit_simulate('{"kind": "fixed window", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}', NULL, 'sim-unwritten');
 SELECT count(*) AS rows_written FROM ratelimit_state WHERE name = 'sim-unwritten';
 
 -- PUBLIC may call it; it is IMMUTABLE and PARALLEL SAFE, and runs in a
@@ -252,8 +252,12 @@ SET ROLE ratelimit_sim_app;
 SELECT ok, remaining FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
 RESET ROLE;
 DROP ROLE ratelimit_sim_app;
-SELECT provolatile, proparallel, proisstrict, prosecdef, obj_description(oid, 'pg_proc') IS NOT NULL AS commented
-FROM pg_proc WHERE proname = 'ratelimit_simulate';
+SELECT oid::regprocedure AS function, provolatile, proparallel, proisstrict, prosecdef,
+       obj_description(oid, 'pg_proc') IS NOT NULL AS commented
+FROM pg_proc WHERE proname = 'ratelimit_simulate' ORDER BY pronargs;
+-- The three-argument signature is the function's identity; PUBLIC may call both.
+SELECT has_function_privilege('public', 'ratelimit_simulate(jsonb, timestamptz[], float8[])', 'EXECUTE') AS three,
+       has_function_privilege('public', 'ratelimit_simulate(jsonb, timestamptz[], float8[], text, text)', 'EXECUTE') AS five;
 DO $$ BEGIN
   PERFORM set_config(CASE WHEN current_setting('server_version_num')::int >= 160000 THEN 'debug_parallel_query'
                           ELSE 'force_parallel_mode' END, 'on', false);

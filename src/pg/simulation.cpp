@@ -74,9 +74,10 @@ int ArrivalsFromArgs(FunctionCallInfo fcinfo, Arrival** out) {
 
 // The window origin ratelimit_limit(name, key) would use; without a name
 // the config's start, else the Unix epoch (windows on whole periods).
+// ratelimit_simulate(config, arrivals, counts) has no name or key.
 Micros OriginFromArgs(FunctionCallInfo fcinfo, const LimitConfig& config) {
-  if (PG_ARGISNULL(kNameArg)) {
-    if (!PG_ARGISNULL(kKeyArg))
+  if (PG_NARGS() <= kKeyArg || PG_ARGISNULL(kNameArg)) {
+    if (PG_NARGS() > kKeyArg && !PG_ARGISNULL(kKeyArg))
       ereport(ERROR,
               (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("name must not be null when key is given"),
                errdetail("A key aligns windows as ratelimit_limit(name, key) does, which needs a name.")));

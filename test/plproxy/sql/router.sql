@@ -211,7 +211,7 @@ LANGUAGE plproxy AS $$
 $$;
 \set simcfg '{"kind": "sliding window", "rate": 3, "period": "1 minute"}'
 \set simarrivals '{2026-01-01 00:00:00+00, 2026-01-01 00:00:10+00, 2026-01-01 00:00:20+00, 2026-01-01 00:00:30+00, 2026-01-01 00:01:10+00, 2026-01-01 00:01:30+00}'
-SELECT * FROM ratelimit_simulate(:'simcfg', :'simarrivals', name => 'sim', key => 'k');
+SELECT * FROM ratelimit_simulate(:'simcfg', :'simarrivals', counts => NULL, name => 'sim', key => 'k');
 SELECT count(*) AS partitions, count(*) FILTER (WHERE p.answers = r.answers) AS same_answers
 FROM partition_simulations(:'simcfg', :'simarrivals', NULL, 'sim', 'k') AS p,
      (SELECT string_agg(concat_ws(':', extract(epoch FROM s.at), s.count, s.ok, s.remaining, s.retry_after), ' ' ORDER BY s.at, s.ok DESC) AS answers
