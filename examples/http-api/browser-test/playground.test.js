@@ -143,7 +143,7 @@ test("bad input is the extension's 22023, shown as an error", async () => {
 });
 
 test("Hit: a real request through a real limit, blocked past its capacity with retry_after", async () => {
-  assert.equal(await setControls({ rate: 3, period: 60, capacity: 3, pattern: "steady" }), "ready");
+  assert.equal(await setControls({ rate: 3, period: 60, capacity: 3, pattern: "edge" }), "ready");
   for (let n = 1; n <= 4; n++) {
     await page.click("#hit");
     await page.waitForFunction(n => Number(document.body.dataset.hits) === n, n, { timeout: 30000 });
