@@ -24,3 +24,18 @@ COMMENT ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double 
 
 REVOKE ALL ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.ratelimit_simulate(jsonb, timestamptz[], double precision[], text, text) TO PUBLIC;
+
+-- What the ratelimit_proxy 0.8.0 router runs for ratelimit_simulate on any
+-- partition: the same simulation, its error (a bad argument) returned in
+-- the error_* columns of one row instead of raised, so that PL/Proxy keeps
+-- its connection (as ratelimit_proxy_limit_all, 0.7.0).
+CREATE FUNCTION @extschema@.ratelimit_proxy_simulate(
+    config jsonb, arrivals timestamptz[], counts double precision[], name text, key text)
+RETURNS TABLE (at timestamptz, count double precision, ok boolean,
+               remaining double precision, retry_after double precision,
+               error_state text, error_message text, error_detail text, error_hint text)
+AS 'MODULE_PATHNAME', 'ratelimit_proxy_simulate'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_proxy_simulate(jsonb, timestamptz[], double precision[], text, text) IS
+'What the ratelimit_proxy router runs for ratelimit_simulate: the same simulation, its rows with NULL error columns; when it raises an error, one row whose error_state, error_message, error_detail and error_hint carry the error.';

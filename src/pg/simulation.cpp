@@ -4,8 +4,6 @@
 // config (same errors); nothing else is read or written.
 #include "simulation.h"
 
-#include "simulate.h"
-
 #include "clock.h"
 #include "config_cache.h"
 #include "errors.h"
@@ -29,7 +27,6 @@ constexpr int kArrivalsArg = 1;
 constexpr int kCountsArg = 2;
 constexpr int kNameArg = 3;
 constexpr int kKeyArg = 4;
-constexpr int kColumns = 5;  // at, count, ok, remaining, retry_after
 
 // The elements of a one-dimensional float8 or timestamptz array argument
 // (both 8 bytes, by value); 22004 for a NULL element, 22023 for more than
@@ -100,19 +97,19 @@ void RaiseForArrival(const ratelimit::Status& status, std::size_t index, int n) 
                   errcontext("arrival %zu of %d", index + 1, n)));
 }
 
-// One row: at, count, ok, remaining, retry_after (NULL unless a retry time,
-// as in ratelimit_result).
-void PutSimulatedRow(Tuplestorestate* store, TupleDesc desc, const Arrival& arrival, const Decision& d) {
-  Datum values[kColumns] = {TimestampTzGetDatum(TimestamptzFromUnix(arrival.at)),
-                            Float8GetDatum(arrival.count), BoolGetDatum(d.ok),
-                            Float8GetDatum(d.remaining + 0.0), Float8GetDatum(d.retry_after)};
-  bool nulls[kColumns] = {false, false, false, false, !d.has_retry};
-  tuplestore_putvalues(store, desc, values, nulls);
-}
-
 }  // namespace
 
-Datum SimulateLimit(FunctionCallInfo fcinfo) {
+void EncodeSimulated(const Arrival& arrival, const Decision& decision, Datum* values, bool* nulls) {
+  values[0] = TimestampTzGetDatum(TimestamptzFromUnix(arrival.at));
+  values[1] = Float8GetDatum(arrival.count);
+  values[2] = BoolGetDatum(decision.ok);
+  values[3] = Float8GetDatum(decision.remaining + 0.0);
+  values[4] = Float8GetDatum(decision.retry_after);
+  nulls[0] = nulls[1] = nulls[2] = nulls[3] = false;
+  nulls[4] = !decision.has_retry;
+}
+
+int SimulateFromArgs(FunctionCallInfo fcinfo, Arrival** arrivals_out, Decision** decisions_out) {
   RequireNotNull(fcinfo, kConfigArg, "config");
   RequireNotNull(fcinfo, kArrivalsArg, "arrivals");
   LimitConfig config;
@@ -127,9 +124,23 @@ Datum SimulateLimit(FunctionCallInfo fcinfo) {
   RaiseForArrival(status, failed, n);
   auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (n + 1)));
   ratelimit::Simulate(config, origin, arrivals, n, decisions);
+  *arrivals_out = arrivals;
+  *decisions_out = decisions;
+  return n;
+}
+
+Datum SimulateLimit(FunctionCallInfo fcinfo) {
+  Arrival* arrivals = nullptr;
+  Decision* decisions = nullptr;
+  int n = SimulateFromArgs(fcinfo, &arrivals, &decisions);
   TupleDesc desc;
   Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
-  for (int i = 0; i < n; ++i) PutSimulatedRow(store, desc, arrivals[i], decisions[i]);
+  Datum values[kSimulatedColumns];
+  bool nulls[kSimulatedColumns];
+  for (int i = 0; i < n; ++i) {
+    EncodeSimulated(arrivals[i], decisions[i], values, nulls);
+    tuplestore_putvalues(store, desc, values, nulls);
+  }
   return static_cast<Datum>(0);
 }
 
