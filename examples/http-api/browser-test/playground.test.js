@@ -136,6 +136,28 @@ test("a burst at a window's edge: the fixed window grants twice its rate, the ot
   assert.ok(await page.locator('.panel[data-kind="fixed window"] line.edge').count() >= 3);
 });
 
+test("the sliding window's picture is the extension's: floor(previous × weight) + current = rate − remaining", async () => {
+  assert.equal(await setControls({ rate: 4, period: 10, capacity: 4, pattern: "edge" }), "ready");
+  const { calls, levels } = await page.evaluate(() =>
+    window.playground.simulation.algorithms.find(a => a.kind === "sliding window"));
+  const P = 10000, rate = 4;
+  const granted = (from, to) => calls.filter(c => c.ok && c.t >= from && c.t <= to).reduce((s, c) => s + c.count, 0);
+  let weighted = 0;
+  for (const { t, remaining } of levels) {
+    const k = Math.floor(t / P), a = k * P;
+    const prev = k > 0 ? granted(a - P, a - 1) : 0;
+    const exact = prev * (1 - (t - a) / P);
+    const estimate = Math.floor(exact + 1e-9) + granted(a, t);  // a probe follows an arrival at its time
+    if (prev > 0 && t > a) weighted++;
+    // At an exact integer crossing, rounding may fall either side.
+    const crossing = Math.abs(exact - Math.round(exact)) < 1e-6;
+    const difference = Math.abs(rate - remaining - estimate);
+    assert.ok(difference < 1e-9 || (crossing && difference <= 1 + 1e-9),
+              `at ${t} ms: rate − remaining = ${rate - remaining}, floor(${prev} × weight) + current = ${estimate}`);
+  }
+  assert.ok(weighted > 50, `probes that weigh a previous window: ${weighted}`);
+});
+
 test("bad input is the extension's 22023, shown as an error", async () => {
   assert.equal(await setControls({ rate: 0 }), "error");
   assert.match(await page.textContent("#status"), /rate/);
