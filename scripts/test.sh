@@ -20,6 +20,8 @@
 #     metadata, HTTP example, Debian package                    x   -   -
 #   Prometheus exporter scraped against ratelimit_stats,
 #     promtool on the example alerts (scripts/metrics-test.sh)  x   -   -
+#   the playground page in headless chromium, driven by
+#     playwright-core (scripts/playground-test.sh)              x   -   -
 #
 # 15 is the host's server; each other supported major (RATELIMIT_MAJORS,
 # default "17 18"; empty skips them) runs in a chroot of the Debian suite
@@ -120,6 +122,8 @@ echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
 stage "example HTTP service end-to-end" examples/http-api/run-e2e.sh
 echo "== Prometheus metrics: prometheus-postgres-exporter with examples/prometheus/queries.yaml, scraped and compared with ratelimit_stats; promtool on alerts.yaml (scripts/metrics-test.sh)"
 stage "Prometheus metrics" scripts/metrics-test.sh
+echo "== playground in a browser: Debian's chromium, headless, via playwright-core (scripts/playground-test.sh)"
+stage "playground browser test" scripts/playground-test.sh
 
 echo "== fault tests: kill, crash and restart, timeouts, DROP/CREATE EXTENSION, dump/restore (build/faults_test)"
 stage "fault tests" build/faults_test
