@@ -30,7 +30,7 @@ namespace {
 // within the token bucket's exact bound (see HotKeyTokenBucket: every
 // committed grant on a limit is part of that limit's chain of writes,
 // whatever else its transaction did). When a pair's second call is refused,
-// the pair rolls back (all or nothing, as the README advises) or, for half
+// the pair rolls back (all or nothing, as docs/semantics.md advises) or, for half
 // of them, commits the first grant alone (a caller for whom the second limit
 // is optional).
 //

@@ -128,7 +128,7 @@ std::string CheckWindowFloors(const WindowRun& run, double rate, bool sliding) {
 // one window (a sound under-count of that window).
 //
 // The exact floor: a refusal is decided from the latest committed state and
-// writes nothing (README, "Transactions, locking and isolation levels").
+// writes nothing (docs/semantics.md, "Transactions, locking and isolation levels").
 // Take a refusal whose bracket lies inside window w. A grant stores the
 // start of the window of max(its clock read, the ts it read), so every
 // stored ts is at most some grant's clock read, made before that grant
