@@ -41,6 +41,12 @@
 //
 // Connection parameters come from the environment (PGHOST, PGPORT, PGUSER,
 // PGDATABASE), as exported by scripts/lib.sh's start_cluster; the user must be
+// a superuser. Each test works in a database of its own (dropped at the end),
+// with the extension in a schema of its own. The crash test restarts the
+// server through scripts/cluster-ctl.sh, which needs CLUSTER_DIR (and
+// PG_BINDIR) in the environment, and leaves the server running, also when it
+// fails. Not part of the ctest unit run: scripts/test.sh runs
+// build/ddl_load_test against its throwaway cluster.
 //
 // The files of build/ddl_load_test: this header (the limits, the clients'
 // world and what the files share), clients.cpp (the client threads'
@@ -48,12 +54,6 @@
 // started and stopped together), checks.cpp (setting up a test's database
 // and the checks after the load), storage_survives_ddl_test.cpp and
 // crash_during_ddl_test.cpp (the two tests) and main.cpp.
-//
-// a superuser. Each test works in a database of its own (dropped at the end),
-// with the extension in a schema of its own. The crash test restarts the
-// server through scripts/cluster-ctl.sh, which needs CLUSTER_DIR (and
-// PG_BINDIR) in the environment, and leaves the server running, also when it
-// fails. Not part of the ctest unit run: scripts/test.sh runs
 
 #pragma once
 

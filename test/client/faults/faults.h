@@ -27,6 +27,7 @@
 // The limits use periods of ten years, so that over a test at most a few
 // hundred-millionths of a token per token of capacity refill: stored values
 // are exact integers (fixed windows) or within that of one (token buckets),
+// and every check can be exact.
 
 #pragma once
 
