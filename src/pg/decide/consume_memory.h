@@ -1,0 +1,19 @@
+// Decisions on a limit kept by a storage without row locks (memory):
+// decided and written in one step under the storage's short lock on its
+// row, never waiting for another transaction (consume_memory.cpp).
+#pragma once
+
+#include "support/limit_call.h"
+
+namespace ratelimit_pg {
+
+// Takes the call's request from its limit (a grant is given back by the
+// caller's rollback unless the config keeps it). keep_scoped: the grant is
+// given back if the current subtransaction rolls back even when the config
+// keeps it (ratelimit_limit_all's all-or-nothing step). A new row finding
+// the storage full of live rows raises 53200, counted in ratelimit_stats.
+Decision TakeFromMemory(const LimitCall& call, bool keep_scoped);
+// Gives tokens back at once (ratelimit_refund; not undone by a rollback).
+Decision RefundToMemory(const LimitCall& call, double amount);
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,70 @@
+// The vocabulary every module of the adapter shares: one limit row's
+// identity and one resolved call on one limit. Plain data, trivially
+// destructible, so they may live in frames that ereport (a longjmp skips
+// destructors: see the README's "Code layout").
+#pragma once
+
+#include <type_traits>
+
+// Every core header the adapter uses, before any PostgreSQL header (the
+// core's guard fires only where a core header is first included).
+#include "headers.h"
+#include "limiter.h"
+#include "policy.h"
+#include "shards.h"
+
+extern "C" {
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+}
+
+namespace ratelimit_pg {
+
+using ratelimit::Decision;
+using ratelimit::LimitConfig;
+using ratelimit::LimitState;
+using ratelimit::Micros;
+using ratelimit::Request;
+
+constexpr int kMaxNameBytes = 1024;
+// How much of an unknown name or value an error message repeats.
+constexpr int kMaxEchoBytes = 64;
+
+// One limit row's identity: name and key bytes (key == nullptr: NULL key).
+struct LimitId {
+  text* name_text;
+  text* key_text;  // nullptr for the NULL (global) key
+  const char* name;
+  int name_len;
+  const char* key;
+  int key_len;
+  int shard;
+};
+
+// One resolved call on one limit: identity, config and request.
+struct LimitCall {
+  LimitId id;
+  Jsonb* inline_config;  // nullptr: use the defined config
+  LimitConfig config;
+  Request request;
+  Micros origin;
+  // Shadow mode only: the count can never be granted; answered as a shadow
+  // refusal without touching storage.
+  bool never_fits;
+  bool owner_config;  // the config is a definition or an override (the owner's limit)
+  uint64 generation;  // of definitions and overrides when the config was resolved
+};
+
+// The adapter's rule: what crosses a frame that may ereport has no destructor.
+static_assert(std::is_trivially_destructible_v<LimitId>);
+static_assert(std::is_trivially_destructible_v<LimitCall>);
+static_assert(std::is_trivially_destructible_v<LimitConfig>);
+static_assert(std::is_trivially_destructible_v<Decision>);
+static_assert(std::is_trivially_destructible_v<ratelimit::Status>);
+
+// Points id fields at a text value's bytes (22023 past kMaxNameBytes;
+// limit_call.cpp).
+void SetIdText(text* value, const char* what, text** field, const char** bytes, int* len);
+
+}  // namespace ratelimit_pg
