@@ -17,7 +17,7 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
 
 # The adapter's includes name their folder: "storage/table/row_access.h".
 PG_CPPFLAGS = -Isrc/core -Isrc/pg
-PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
+PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++
 
 # No LLVM bitcode: JIT inlining of this module buys nothing, and it would

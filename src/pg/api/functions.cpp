@@ -25,10 +25,10 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-// A limit in a storage with row locks (the table) is written as rows are:
-// not in a read-only transaction (25006). A memory limit can be.
+// A limit whose storage is not usable read-only is not written in a
+// read-only transaction (25006).
 void RequireWritableFor(const LimitCall& call, const char* function) {
-  if (StorageFor(call).row_locks) RequireWritable(function);
+  if (!StorageFor(call).usable_read_only) RequireWritable(function);
 }
 
 }  // namespace
@@ -89,16 +89,16 @@ Datum Limit(FunctionCallInfo fcinfo) { return DecisionDatum(fcinfo, DecideLimitO
 Datum CheckLimit(FunctionCallInfo fcinfo) { return DecisionDatum(fcinfo, DecideLimitOrCheck(fcinfo, false)); }
 
 // Whether the owner's config of the limit (the key's override, else the
-// definition) keeps it in memory.
-bool OwnerKeepsInMemory(const LimitId& id) {
+// definition) keeps it in a storage usable read-only.
+bool OwnerStorageUsableReadOnly(const LimitId& id) {
   LimitConfig config;
-  return OwnerConfigOf(id, &config) && config.memory;
+  return OwnerConfigOf(id, &config) && StorageFor(config).usable_read_only;
 }
 
 // Deletes the limit from every storage. In a read-only transaction only
-// storages without row locks can be written: a limit found in one is reset
-// there, as is (nothing to delete) one whose owner's config says memory;
-// any other reset raises 25006.
+// storages usable read-only can be written: a limit found in one is reset
+// there, as is (nothing to delete) one whose owner's config keeps it in
+// one; any other reset raises 25006.
 Datum Reset(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   Oid previous_sql_role = ConnectStorage(fcinfo);
@@ -107,8 +107,8 @@ Datum Reset(FunctionCallInfo fcinfo) {
   int n = AllStorages(&storages);
   if (XactReadOnly) {
     for (int i = 0; i < n; ++i)
-      if (!storages[i]->row_locks) existed = storages[i]->delete_limit(id) || existed;
-    if (!existed && !OwnerKeepsInMemory(id)) RequireWritable("ratelimit_reset()");
+      if (storages[i]->usable_read_only) existed = storages[i]->delete_limit(id) || existed;
+    if (!existed && !OwnerStorageUsableReadOnly(id)) RequireWritable("ratelimit_reset()");
     DisconnectStorage(previous_sql_role);
     PG_RETURN_BOOL(existed);
   }
@@ -190,14 +190,14 @@ Datum Headers(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, -1); }
 Datum HeadersForKey(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, 3); }
 
 // Deletes idle rows of every storage; in a read-only transaction, of the
-// storages without row locks only (the table's wait for a writable one).
+// storages usable read-only only (the others' wait for a writable one).
 Datum Cleanup(FunctionCallInfo fcinfo) {
   Oid previous_sql_role = ConnectStorage(fcinfo);
   const Storage* const* storages = nullptr;
   int64 deleted = 0;
   Micros now = ClockNow();
   for (int i = 0, n = AllStorages(&storages); i < n; ++i)
-    if (!XactReadOnly || !storages[i]->row_locks) deleted += storages[i]->delete_idle(now);
+    if (!XactReadOnly || storages[i]->usable_read_only) deleted += storages[i]->delete_idle(now);
   DisconnectStorage(previous_sql_role);
   PG_RETURN_INT64(deleted);
 }

@@ -14,6 +14,7 @@
 #include "config/config_json.h"
 #include "config/config_rows.h"
 #include "policy.h"
+#include "storage/storage.h"
 #include "support/catalog.h"
 #include "support/errors.h"
 
@@ -144,6 +145,12 @@ void LockConfigTables() {
   AcceptInvalidationMessages();
 }
 
+// A storage without shards keeps one row per limit, decided exactly: a
+// config's shards are accepted and unused.
+void KeepShardsOfStorage(LimitConfig* config) {
+  if (!StorageFor(*config).keeps_shards) config->shards = 1;
+}
+
 }  // namespace
 
 bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
@@ -155,8 +162,7 @@ bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
   LimitConfig parsed;
   if (!OwnerConfigOf(id, &parsed)) return false;
   *out = ratelimit::OwnerBounded(parsed);
-  // Memory keeps one entry per limit (ResolveConfig).
-  if (out->memory) out->shards = 1;
+  KeepShardsOfStorage(out);
   return true;
 }
 
@@ -186,9 +192,7 @@ void ResolveConfig(LimitCall* call) {
   }
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
-  // Memory keeps one entry per limit, decided exactly: shards are accepted
-  // and unnecessary.
-  if (call->config.memory) call->config.shards = 1;
+  KeepShardsOfStorage(&call->config);
 }
 
 void CompleteLimitCall(LimitCall* call) {

@@ -100,7 +100,8 @@ void SpreadRows(const Storage& storage, const KeyRows& rows, const LimitConfig& 
 void ApplyToKey(const Storage& storage, const KeyRows& rows, const LimitConfig* from, const LimitConfig& to,
                 Micros now) {
   if (rows.count == 0) return;
-  if (KindChanges(rows, from, to) || to.memory) {  // (rows of a limit now kept in memory are never read)
+  // (Rows of a limit now kept in another storage are never read again.)
+  if (KindChanges(rows, from, to) || &StorageFor(to) != &storage) {
     storage.delete_limit(rows.id);
   } else if (from == nullptr) {
     return;  // the config they were written under is not known: they stay (read within the new bounds)
@@ -163,11 +164,10 @@ void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitCo
 void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
   if (to == nullptr || (from != nullptr && ratelimit::SameLimit(*from, *to))) return;
   const Storage* const* storages = nullptr;
-  // A storage without row locks carries nothing over now: its rows are read
-  // under the config in force at their next call (a row of another kind as
-  // no row), not under one a rollback could take back.
+  // A storage that does not carry rows over leaves them to be read under
+  // the config in force at their next call (Storage::carries_rows_on_change).
   for (int i = 0, n = AllStorages(&storages); i < n; ++i)
-    if (storages[i]->row_locks) ApplyToStorage(*storages[i], name, key, from, *to);
+    if (storages[i]->carries_rows_on_change) ApplyToStorage(*storages[i], name, key, from, *to);
 }
 
 }  // namespace ratelimit_pg

@@ -1,6 +1,7 @@
 // jsonb config -> LimitConfig. Only translation happens here: which fields
 // exist and what JSON types they take. Ranges and kind rules are checked by
-// the core (ratelimit::ValidateConfig).
+// the core (ratelimit::ValidateConfigFields and ValidateConfigCombination),
+// the fields storages differ in by the chosen storage's properties.
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -8,11 +9,13 @@
 
 #include "config/config_json.h"
 
+#include "storage/storage.h"
 #include "storage/table/sql_plans.h"
 #include "support/clock.h"
 #include "support/errors.h"
 
 extern "C" {
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/guc.h"
@@ -199,6 +202,49 @@ bool RequireChoice(const char* field, const JsonbValue& value, const char* first
   return false;  // not reached
 }
 
+// The index of the storage a "storage" value names (storage.h); 22023
+// naming every storage if none.
+int RequireStorageName(const JsonbValue& value) {
+  int index = value.type == jbvString ? StorageIndexNamed(value.val.string.val, value.val.string.len) : -1;
+  if (index >= 0) return index;
+  const Storage* const* storages = nullptr;
+  int count = AllStorages(&storages);
+  StringInfoData expected;
+  initStringInfo(&expected);
+  appendStringInfoString(&expected, "must be ");
+  for (int i = 0; i < count; ++i)
+    appendStringInfo(&expected, "%s\"%s\"", i == 0 ? "" : i == count - 1 ? " or " : ", ", storages[i]->name);
+  RaiseConfigError("storage", expected.data, nullptr);
+}
+
+// The first storage `holds` is true of, for a message that names it.
+const char* StorageWhere(bool (*holds)(const Storage& storage)) {
+  const Storage* const* storages = nullptr;
+  for (int i = 0, n = AllStorages(&storages); i < n; ++i)
+    if (holds(*storages[i])) return storages[i]->name;
+  return "?";
+}
+
+// The fields whose storage must take them (checked between the core's
+// checks of each field and of the fields together).
+void RequireStorageTakes(const LimitConfig& config) {
+  const Storage& storage = StorageFor(config);
+  if (config.has_name_rows && !storage.bounds_name_rows) {
+    const char* bounding = StorageWhere([](const Storage& s) { return s.bounds_name_rows; });
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("config field \"memoryKeys\" needs \"storage\": \"%s\"", bounding),
+                    errdetail("memoryKeys bounds the entries of a limit kept in %s.", bounding)));
+  }
+  if (config.keep_on_rollback && storage.undo != Undo::kByRefund) {
+    const char* refunding = StorageWhere([](const Storage& s) { return s.undo == Undo::kByRefund; });
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("config field \"on_rollback\": \"keep\" needs \"storage\": \"%s\"", refunding),
+                    errdetail("A %s limit's grant is always given back when its transaction rolls back; use "
+                              "\"storage\": \"%s\" to keep it.",
+                              storage.name, refunding)));
+  }
+}
+
 // Stores one field into the config; JSON null means the field is absent.
 void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* config) {
   bool present = value.type != jbvNull;
@@ -229,10 +275,10 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
     if (present && value.type != jbvBool) RaiseConfigError("shadow", "must be true or false", nullptr);
     config->shadow = present && value.val.boolean;
   } else if (KeyIs(key, "storage")) {
-    config->memory = present && RequireChoice("storage", value, "table", "memory");
+    config->storage = present ? RequireStorageName(value) : 0;
   } else if (KeyIs(key, "memoryKeys")) {
-    config->has_memory_keys = present;
-    if (present) config->memory_keys = RequireNumber("memoryKeys", value);
+    config->has_name_rows = present;
+    if (present) config->name_rows = RequireNumber("memoryKeys", value);
   } else if (KeyIs(key, "on_rollback")) {
     config->keep_on_rollback = present && RequireChoice("on_rollback", value, "refund", "keep");
   } else {
@@ -266,7 +312,9 @@ void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
     token = JsonbIteratorNext(&it, &value, true);
     ApplyField(key, value, out);
   }
-  RaiseIfInvalid(ratelimit::ValidateConfig(*out));
+  RaiseIfInvalid(ratelimit::ValidateConfigFields(*out));
+  RequireStorageTakes(*out);
+  RaiseIfInvalid(ratelimit::ValidateConfigCombination(*out));
 }
 
 }  // namespace ratelimit_pg

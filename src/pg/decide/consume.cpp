@@ -6,7 +6,7 @@
 #include "decide/consume.h"
 
 #include "config/config_cache.h"
-#include "decide/consume_memory.h"
+#include "decide/consume_atomic.h"
 #include "decide/consume_sharded.h"
 #include "decide/decide.h"
 #include "storage/storage.h"
@@ -87,8 +87,8 @@ Decision Consume(LimitCall* call) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     if (call->never_fits) return NeverFitsRefusal(*call);
-    if (!StorageFor(*call).row_locks)
-      return ratelimit::ApplyJitter(call->config, TakeFromMemory(*call, false), RandomUnit());
+    if (StorageFor(*call).undo == Undo::kByRefund)
+      return ratelimit::ApplyJitter(call->config, TakeAtomically(*call, false), RandomUnit());
     Decision decision;
     Outcome outcome = call->config.shards > 1 ? ConsumeSharded(call, &decision) : ConsumeRow(call, &decision);
     if (outcome == Outcome::kDone) return ratelimit::ApplyJitter(call->config, decision, RandomUnit());
@@ -112,7 +112,7 @@ Decision RefundTokens(LimitCall* call, double amount) {
   for (;;) {
     CHECK_FOR_INTERRUPTS();
     const Storage& storage = StorageFor(*call);
-    if (!storage.row_locks) return RefundToMemory(*call, amount);
+    if (storage.undo == Undo::kByRefund) return RefundAtomically(*call, amount);
     if (call->config.shards <= 1) {
       StoredState stored = LockRowCountingWait(*call);
       if (RefreshConfig(call)) continue;  // changed while this call waited: the rows are locked anyway

@@ -12,7 +12,7 @@
 #include "storage/storage.h"
 
 #include "config/config_cache.h"
-#include "decide/consume_memory.h"
+#include "decide/consume_atomic.h"
 #include "decide/decide.h"
 #include "policy.h"
 #include "support/clock.h"
@@ -41,9 +41,9 @@ struct LockedRow {
 
 // The rows one entry uses: its row, or its two candidate shards (none when
 // a shadow entry's count can never fit: it touches no row; none to lock when
-// its storage has no row locks: it is taken after every locked entry).
+// its storage is undone by refunds: it is taken after every locked entry).
 struct EntryRows {
-  bool unlocked;  // in a storage without row locks (memory)
+  bool unlocked;  // in a storage undone by refunds: taken atomically, apart
   int count;
   int shard[2];
   int row[2];
@@ -103,7 +103,7 @@ Decision FastDecision(const LimitCall& call, EntryRows* rows) {
     rows->count = 0;
     return NeverFitsRefusal(call);
   }
-  rows->unlocked = !StorageFor(call).row_locks;
+  rows->unlocked = StorageFor(call).undo == Undo::kByRefund;
   if (rows->unlocked) {
     rows->count = 0;
     return DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
@@ -224,13 +224,13 @@ bool LockedAllStep(void* context) {
     all_ok = all_ok && !Blocks(step->calls[i], step->out[i]);
   }
   if (!all_ok) return false;  // one refused under the locks: consume none
-  // Then the entries without row locks, taken at once, each given back if
+  // Then the entries undone by refunds, taken at once, each given back if
   // a later one refuses (this subtransaction's rollback), whatever their
   // on_rollback says.
   for (int i = 0; i < step->count; ++i) {
     const LimitCall& call = step->calls[i];
     if (!step->entries[i].unlocked) continue;
-    step->out[i] = call.never_fits ? NeverFitsRefusal(call) : TakeFromMemory(call, true);
+    step->out[i] = call.never_fits ? NeverFitsRefusal(call) : TakeAtomically(call, true);
     if (Blocks(call, step->out[i])) return false;
   }
   for (int i = 0; i < distinct; ++i)

@@ -1,4 +1,4 @@
-// The grants of storages without row locks (memory) that the caller's
+// The grants of storages undone by refunds (Undo::kByRefund) that the caller's
 // rollback gives back (pending_grants.cpp), through PostgreSQL's transaction
 // and subtransaction callbacks: a grant taken under a savepoint that rolls
 // back, or in a transaction that aborts (an error, ROLLBACK, a terminated

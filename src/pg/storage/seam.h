@@ -69,13 +69,13 @@ struct KeyedRow {
 };
 using StatusRowSink = void (*)(const KeyedRow& row, void* context);
 
-// What a storage without row locks (modify) runs on one row under its own
+// What a storage undone by refunds (modify) runs on one row under its own
 // short lock: decides from `stored` (no row: state.exists false) and
 // returns whether to write *out. It must not ereport, allocate or wait: only
 // the core runs there.
 using ModifyStep = bool (*)(const StoredState& stored, void* context, RowWrite* out);
 
-// What a new row of a storage without row locks may take: the share of
+// What a new row of a storage undone by refunds may take: the share of
 // rows made under callers' inline configs (inline_share), and at most
 // name_rows rows of its name (0: no such bound).
 struct NewRowRoom {
@@ -89,27 +89,52 @@ enum class ModifyResult {
   kNoRoomForName,  // the row is new and its name has name_rows live rows: nothing ran
 };
 
-// A storage's steps. Each takes whatever lock it needs first and looks
-// after (lock, then look); locks on rows are held to the end of the
-// (sub)transaction, as SELECT ... FOR UPDATE's.
-//
-// Two families: a storage with row locks (the table: its writes are undone
-// by PostgreSQL's rollback, and a read-only transaction cannot use it)
-// offers the steps from read_all_shards to lock_rows_for_change; one
-// without (memory: its writes are seen at once and are not transactional)
-// leaves those nullptr and offers modify, and the decision code gives a
-// rolled-back grant back itself (pending_grants.h). read, delete_limit,
-// delete_idle and scan_status are every storage's.
+// How the caller's rollback undoes a storage's grant, and so how a grant is
+// written.
+enum class Undo {
+  // By the transaction: rows are locked (as SELECT ... FOR UPDATE) to the
+  // transaction's end and written as table rows are, and PostgreSQL's
+  // rollback undoes the write. Such a storage offers the locking steps,
+  // read_all_shards to lock_rows_for_change.
+  kByTransaction,
+  // By a refund: a grant is written at once in one short step (modify),
+  // seen by every session, and the decision code gives a rolled-back grant
+  // back (pending_grants.h), unless the config says "on_rollback": "keep".
+  kByRefund,
+};
+
+// A storage: its properties (what differs between storages, asked by the
+// decision code, the functions and config changes instead of which storage
+// it is) and its steps. Each step takes whatever lock it needs first and
+// looks after (lock, then look); locks on rows are held to the end of the
+// (sub)transaction, as SELECT ... FOR UPDATE's. read, delete_limit,
+// delete_idle and scan_status are every storage's; the others are those of
+// its Undo. Written with designated initializers: a step not named is
+// nullptr.
 struct Storage {
-  const char* name;
-  bool row_locks;
-  StoredState (*read)(const LimitId& id, ReadMode mode);
+  const char* name = nullptr;  // the config's "storage" value, and ratelimit_status' storage column
+  Undo undo = Undo::kByTransaction;
+  // Keeps a limit's "shards" rows; false: one row per limit, decided
+  // exactly (a config's shards are accepted and unused).
+  bool keeps_shards = false;
+  // Usable in a read-only transaction (and on a hot standby); false: its
+  // writes raise 25006 there.
+  bool usable_read_only = false;
+  // A change of config carries its rows over at once, locked with
+  // lock_rows_for_change; false: they are read under the config in force at
+  // their next call (a row of another kind as no row), not under one a
+  // rollback could take back.
+  bool carries_rows_on_change = false;
+  // Takes a config's "memoryKeys": a bound on the rows of one name.
+  bool bounds_name_rows = false;
+
+  StoredState (*read)(const LimitId& id, ReadMode mode) = nullptr;
   // Fills out[0..shards) with shard i at index i (state.exists=false: no
   // row); lock: each existing row locked. Returns how many exist.
-  int (*read_all_shards)(const LimitId& id, bool lock, int shards, StoredState* out);
+  int (*read_all_shards)(const LimitId& id, bool lock, int shards, StoredState* out) = nullptr;
   // Inserts the row unless it exists (INSERT ... ON CONFLICT DO NOTHING);
   // false if it existed.
-  bool (*insert)(const LimitId& id, const RowWrite& row);
+  bool (*insert)(const LimitId& id, const RowWrite& row) = nullptr;
   // Locks the row, creating it first in the state `initial` (which must
   // answer like no row at all) if there is none. wait=false: a row another
   // transaction holds, or is creating, is not waited for and false
@@ -118,30 +143,30 @@ struct Storage {
   // transaction's end, which tells skip-locked callers the row is in flight
   // (shard rows).
   bool (*lock_or_create)(const LimitId& id, const RowWrite& initial, bool wait, bool announce,
-                         StoredState* out);
+                         StoredState* out) = nullptr;
   // Writes the row version that was read (expected) if it is still the
   // newest, without waiting for a lock; false if another transaction
   // changed or deleted it meanwhile, or the storage cannot tell.
-  bool (*update_if_unchanged)(const LimitId& id, const StoredState& expected, const RowWrite& row);
+  bool (*update_if_unchanged)(const LimitId& id, const StoredState& expected, const RowWrite& row) = nullptr;
   // Writes a row this transaction has locked; version (may be nullptr) is
   // where the locked version is.
-  void (*update_locked)(const LimitId& id, const RowVersion* version, const RowWrite& row);
+  void (*update_locked)(const LimitId& id, const RowVersion* version, const RowWrite& row) = nullptr;
   // Deletes every row of (name, key), all shards; whether any existed.
-  bool (*delete_limit)(const LimitId& id);
+  bool (*delete_limit)(const LimitId& id) = nullptr;
   // Deletes the rows idle at `now` (the same as no row); how many.
-  int64 (*delete_idle)(Micros now);
+  int64 (*delete_idle)(Micros now) = nullptr;
   // Hands every row to `sink`, in (name, key NULL first, shard) order.
-  void (*scan_status)(StatusRowSink sink, void* context);
+  void (*scan_status)(StatusRowSink sink, void* context) = nullptr;
   // Locks (as FOR UPDATE) the rows a change of config changes: those of
   // (name, key), or with key nullptr of every key of the name that has no
   // override; *out receives them palloc'd, ordered by key (NULL first) and
   // shard, with their identity. Returns how many. (config_changes.cpp
   // carries them over with the steps above.)
-  int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out);
-  // (Without row locks.) Runs `step` on the row of `id` (shard 0: such a
+  int (*lock_rows_for_change)(text* name, text* key, KeyedRow** out) = nullptr;
+  // (Undo::kByRefund.) Runs `step` on the row of `id` (shard 0: such a
   // storage keeps one row per limit) under the storage's lock on it, and
   // stores what it writes; a new row must fit `room`.
-  ModifyResult (*modify)(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context);
+  ModifyResult (*modify)(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) = nullptr;
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

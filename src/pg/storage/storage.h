@@ -6,10 +6,14 @@
 
 namespace ratelimit_pg {
 
-// The storage a call's limit lives in.
+// The storage a config's limit lives in (its "storage"), and a call's.
+const Storage& StorageFor(const LimitConfig& config);
 const Storage& StorageFor(const LimitCall& call);
+// The index of the storage of that name (a config's "storage"); -1: none.
+int StorageIndexNamed(const char* name, int len);
 // Every storage, for what spans them all (reset, cleanup, status, config
-// changes): how many, *out the array.
+// changes, the names a config may give): how many, *out the array, in
+// index order.
 int AllStorages(const Storage* const** out);
 // At _PG_init: every storage's settings and the shared tables it needs
 // (before the shared memory is requested), then its hooks (after).

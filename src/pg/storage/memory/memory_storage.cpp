@@ -510,8 +510,17 @@ void ScanStatus(StatusRowSink sink, void* context) {
 }
 
 constexpr Storage kMemoryStorage = {
-    "memory", false,       Read,       nullptr,    nullptr, nullptr, nullptr,
-    nullptr,  DeleteLimit, DeleteIdle, ScanStatus, nullptr, Modify,
+    .name = "memory",
+    .undo = Undo::kByRefund,
+    .keeps_shards = false,
+    .usable_read_only = true,
+    .carries_rows_on_change = false,
+    .bounds_name_rows = true,
+    .read = Read,
+    .delete_limit = DeleteLimit,
+    .delete_idle = DeleteIdle,
+    .scan_status = ScanStatus,
+    .modify = Modify,
 };
 
 }  // namespace

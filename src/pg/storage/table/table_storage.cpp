@@ -136,13 +136,22 @@ bool LockOrCreate(const LimitId& id, const RowWrite& initial, bool wait, bool an
 }
 
 constexpr Storage kTableStorage = {
-    "table",           true,
-    ReadState,         ReadAllShardsSql,
-    InsertState,       LockOrCreate,
-    UpdateIfUnchanged, UpdateLocked,
-    DeleteLimit,       DeleteIdleStatesSql,
-    ScanStatusRowsSql, LockRowsForChangeSql,
-    nullptr,
+    .name = "table",
+    .undo = Undo::kByTransaction,
+    .keeps_shards = true,
+    .usable_read_only = false,
+    .carries_rows_on_change = true,
+    .bounds_name_rows = false,
+    .read = ReadState,
+    .read_all_shards = ReadAllShardsSql,
+    .insert = InsertState,
+    .lock_or_create = LockOrCreate,
+    .update_if_unchanged = UpdateIfUnchanged,
+    .update_locked = UpdateLocked,
+    .delete_limit = DeleteLimit,
+    .delete_idle = DeleteIdleStatesSql,
+    .scan_status = ScanStatusRowsSql,
+    .lock_rows_for_change = LockRowsForChangeSql,
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Decisions on a limit kept by a storage without row locks (memory):
-// decided and written in one step under the storage's short lock on its
-// row, never waiting for another transaction (consume_memory.cpp).
+// Decisions on a limit whose storage is undone by refunds (Undo::kByRefund):
+// decided and written in one atomic step (the storage's modify) under its
+// short lock on the row, never waiting for another transaction
+// (consume_atomic.cpp).
 #pragma once
 
 #include "support/limit_call.h"
@@ -12,8 +13,8 @@ namespace ratelimit_pg {
 // given back if the current subtransaction rolls back even when the config
 // keeps it (ratelimit_limit_all's all-or-nothing step). A new row finding
 // the storage full of live rows raises 53200, counted in ratelimit_stats.
-Decision TakeFromMemory(const LimitCall& call, bool keep_scoped);
+Decision TakeAtomically(const LimitCall& call, bool keep_scoped);
 // Gives tokens back at once (ratelimit_refund; not undone by a rollback).
-Decision RefundToMemory(const LimitCall& call, double amount);
+Decision RefundAtomically(const LimitCall& call, double amount);
 
 }  // namespace ratelimit_pg

@@ -1,14 +1,13 @@
-// A memory limit's decisions (consume_memory.h): the core decides under the
-// row's short lock, at the clock read under it (so calls on one limit are
-// decided in the order of their clocks, as a table row's lock orders them).
-
-#include "decide/consume_memory.h"
-
-#include "storage/storage.h"
+// The decisions of a storage undone by refunds (consume_atomic.h): the core
+// decides under the row's short lock, at the clock read under it (so calls
+// on one limit are decided in the order of their clocks, as a table row's
+// lock orders them).
+#include "decide/consume_atomic.h"
 
 #include "decide/decide.h"
 #include "decide/pending_grants.h"
 #include "shmem/stats.h"
+#include "storage/storage.h"
 #include "support/clock.h"
 #include "support/errors.h"
 
@@ -50,7 +49,7 @@ bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
 // The room a new entry of the call's limit may take.
 NewRowRoom RoomFor(const LimitCall& call) {
   return NewRowRoom{!call.owner_config,
-                    call.config.has_memory_keys ? static_cast<int64>(call.config.memory_keys) : 0};
+                    call.config.has_name_rows ? static_cast<int64>(call.config.name_rows) : 0};
 }
 
 [[noreturn]] void RaiseNoRoom(const LimitCall& call, bool for_name) {
@@ -58,7 +57,7 @@ NewRowRoom RoomFor(const LimitCall& call) {
   if (for_name)
     ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                     errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
-                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.memory_keys),
+                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
   ereport(ERROR,
@@ -88,7 +87,7 @@ void RequireCommittedConfig(const LimitCall& call) {
 
 }  // namespace
 
-Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
+Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
   const Storage& storage = StorageFor(call);
   RequireCommittedConfig(call);
   bool remember = keep_scoped || !call.config.keep_on_rollback;
@@ -109,7 +108,7 @@ Decision TakeFromMemory(const LimitCall& call, bool keep_scoped) {
   return step.decision;
 }
 
-Decision RefundToMemory(const LimitCall& call, double amount) {
+Decision RefundAtomically(const LimitCall& call, double amount) {
   RequireCommittedConfig(call);
   StepContext step{&call, ClockForLock(), 0, amount, {}, 0};
   StorageFor(call).modify(call.id, RoomFor(call), RefundStep, &step);
