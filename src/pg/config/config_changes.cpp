@@ -124,12 +124,6 @@ void LockOverrideChanges() {
 
 namespace {
 
-// Whether two rows are of one key (NULL keys alike).
-bool SameKey(const LimitId& a, const LimitId& b) {
-  if ((a.key == nullptr) != (b.key == nullptr)) return false;
-  return a.key == nullptr || (a.key_len == b.key_len && std::memcmp(a.key, b.key, a.key_len) == 0);
-}
-
 // The change in one storage: its rows locked, then key by key.
 void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitConfig* from,
                     const LimitConfig& to) {
@@ -139,7 +133,7 @@ void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitCo
   auto* rows = static_cast<KeyRows*>(palloc0(sizeof(KeyRows)));
   for (int i = 0; i < count; ++i) {
     const KeyedRow& row = locked[i];
-    if (rows->count > 0 && !SameKey(rows->id, row.id)) {
+    if (rows->count > 0 && CompareLimitIds(rows->id, row.id) != 0) {
       ApplyToKey(storage, *rows, from, to, now);
       rows->count = 0;
     }

@@ -49,30 +49,18 @@ struct EntryRows {
   int row[2];
 };
 
-// Byte order of (name, key NULL first): the canonical order of limits.
-int CompareIds(const LimitId& a, const LimitId& b) {
-  int c = std::memcmp(a.name, b.name, std::min(a.name_len, b.name_len));
-  if (c != 0 || a.name_len != b.name_len) return c != 0 ? c : (a.name_len < b.name_len ? -1 : 1);
-  if ((a.key == nullptr) != (b.key == nullptr)) return a.key == nullptr ? -1 : 1;
-  if (a.key != nullptr) {
-    c = std::memcmp(a.key, b.key, std::min(a.key_len, b.key_len));
-    if (c != 0 || a.key_len != b.key_len) return c != 0 ? c : (a.key_len < b.key_len ? -1 : 1);
-  }
-  return 0;
-}
-
 // (name, key, shard) order: the canonical lock order.
 int CompareRows(const void* left, const void* right) {
   const LimitId& a = static_cast<const LockedRow*>(left)->id;
   const LimitId& b = static_cast<const LockedRow*>(right)->id;
-  int c = CompareIds(a, b);
+  int c = CompareLimitIds(a, b);
   return c != 0 ? c : a.shard - b.shard;
 }
 
 // Orders indexes of calls by their limit's (name, key).
 int CompareCallIndexes(const void* left, const void* right, void* arg) {
   const LimitCall* calls = static_cast<const LimitCall*>(arg);
-  return CompareIds(calls[*static_cast<const int*>(left)].id, calls[*static_cast<const int*>(right)].id);
+  return CompareLimitIds(calls[*static_cast<const int*>(left)].id, calls[*static_cast<const int*>(right)].id);
 }
 
 // One limit has one config in a call: elements naming the same (name, key)
@@ -84,7 +72,7 @@ void RequireOneConfigPerLimit(const LimitCall* calls, int count) {
   for (int i = 1; i < count; ++i) {
     const LimitCall& a = calls[order[i - 1]];
     const LimitCall& b = calls[order[i]];
-    if (CompareIds(a.id, b.id) != 0 || ratelimit::SameLimit(a.config, b.config)) continue;
+    if (CompareLimitIds(a.id, b.id) != 0 || ratelimit::SameLimit(a.config, b.config)) continue;
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
              errmsg("limits[%d] and limits[%d] use rate limit \"%.*s\" under different configs",

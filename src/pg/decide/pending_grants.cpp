@@ -63,11 +63,7 @@ int note_count = 0;
 int note_capacity = 0;
 bool own_config_write = false;  // one of the functions above is writing the table
 
-bool SameIdentity(const LimitId& x, const LimitId& y) {
-  if (x.name_len != y.name_len || std::memcmp(x.name, y.name, x.name_len) != 0) return false;
-  if ((x.key == nullptr) != (y.key == nullptr)) return false;
-  return x.key == nullptr || (x.key_len == y.key_len && std::memcmp(x.key, y.key, x.key_len) == 0);
-}
+bool SameIdentity(const LimitId& x, const LimitId& y) { return CompareLimitIds(x, y) == 0; }
 
 void Clear() {
   count = 0;

@@ -241,6 +241,26 @@ uint32 SeededHash(const void* bytes, int len, uint64 seed) {
   return static_cast<uint32>(h ^ (h >> 32));
 }
 
+int CopySorted(dshash_table* table, size_t size, EntryCopier copy, void* arg,
+               int (*compare)(const void*, const void*), void** out) {
+  int capacity = 64;
+  int count = 0;
+  auto* copied = static_cast<char*>(palloc(size * capacity));
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, false);
+  while (void* entry = dshash_seq_next(&scan)) {
+    if (count == capacity) {
+      capacity *= 2;
+      copied = static_cast<char*>(repalloc_huge(copied, size * capacity));
+    }
+    if (copy(entry, copied + size * count, arg)) ++count;
+  }
+  dshash_seq_term(&scan);
+  qsort(copied, count, size, compare);
+  *out = copied;
+  return count;
+}
+
 void DetachSharedTables() {
   for (int i = 0; i < kSharedTables; ++i) {
     if (tables[i] == nullptr) continue;

@@ -53,6 +53,16 @@ bool SharedTablesPreloaded();
 // The table attached in this backend, and its header; nullptr (and *header
 // nullptr) when there is no shared memory. Attaches on first use.
 dshash_table* AttachSharedTable(SharedTable table, void** header);
+// What a sorted scan keeps of one entry: copies it (as much as the scan
+// needs) into `out` and returns true, or returns false to skip it. Runs
+// under the entry's partition lock (shared): it may palloc, not wait.
+using EntryCopier = bool (*)(void* entry, void* out, void* arg);
+// The one way a view reads a shared table: the entries `copy` keeps, copied
+// a partition at a time under its lock into a palloc'd array of `size`-byte
+// elements, then sorted by `compare` with no lock held, so rows are formed
+// (and may raise) after every lock is released. How many; *out the array.
+int CopySorted(dshash_table* table, size_t size, EntryCopier copy, void* arg,
+               int (*compare)(const void*, const void*), void** out);
 // Detaches this process (the postmaster, after it loaded or saved memory
 // limits: the processes it forks attach for themselves).
 void DetachSharedTables();

@@ -34,6 +34,7 @@
 #include "shmem/stats.h"
 
 #include "shmem/shared_tables.h"
+#include "shmem/slot_quota.h"
 #include "support/clock.h"
 #include "support/errors.h"
 
@@ -72,16 +73,15 @@ struct Counters {
 struct StatsEntry {
   StatsKey key;
   slock_t mutex;
-  bool defined;  // took a slot as a defined name (else counted in undefined_used)
+  bool defined;  // took a slot as a defined name (else of the callers' share)
   Counters counters;
 };
 
 struct StatsHeader {
-  uint64 seed;                      // of the names' hash
-  pg_atomic_uint32 used;            // entries in the table
-  pg_atomic_uint32 undefined_used;  // of them, taken by names without a definition
-  slock_t mutex;                    // the fields below
-  bool overflowed;                  // the overflow counters counted since the reset
+  uint64 seed;      // of the names' hash
+  SlotQuota slots;  // names in the table; the share: names without a definition
+  slock_t mutex;    // the fields below
+  bool overflowed;  // the overflow counters counted since the reset
   TimestampTz stats_reset;
   Counters overflow;
 };
@@ -90,7 +90,6 @@ int stats_max_names = 1000;
 bool track_stats = true;  // ratelimit.track_stats
 
 int MaxNames() { return stats_max_names; }
-uint32 UndefinedMaxNames() { return static_cast<uint32>(std::max(1, stats_max_names / 2)); }
 
 // The hash of the database and name under the table's seed (arg: the header).
 dshash_hash HashKey(const void* v, size_t, void* arg) {
@@ -109,8 +108,7 @@ int CompareKeys(const void* a, const void* b, size_t, void*) {
 void InitHeader(void* memory) {
   auto* header = static_cast<StatsHeader*>(memory);
   header->seed = NewTableSeed();
-  pg_atomic_init_u32(&header->used, 0);
-  pg_atomic_init_u32(&header->undefined_used, 0);
+  InitSlotQuota(&header->slots);
   SpinLockInit(&header->mutex);
   header->overflowed = false;
   header->stats_reset = GetCurrentTimestamp();
@@ -122,25 +120,6 @@ dshash_table* Table(StatsHeader** header) {
   dshash_table* table = AttachSharedTable(SharedTable::kStatsNames, &h);
   *header = static_cast<StatsHeader*>(h);
   return table;
-}
-
-// Takes a slot for a new name; false when it gets none.
-bool ReserveSlot(StatsHeader* header, bool defined) {
-  if (pg_atomic_add_fetch_u32(&header->used, 1) > static_cast<uint32>(stats_max_names)) {
-    pg_atomic_sub_fetch_u32(&header->used, 1);
-    return false;
-  }
-  if (!defined && pg_atomic_add_fetch_u32(&header->undefined_used, 1) > UndefinedMaxNames()) {
-    pg_atomic_sub_fetch_u32(&header->undefined_used, 1);
-    pg_atomic_sub_fetch_u32(&header->used, 1);
-    return false;
-  }
-  return true;
-}
-
-void ReleaseSlot(StatsHeader* header, bool defined) {
-  pg_atomic_sub_fetch_u32(&header->used, 1);
-  if (!defined) pg_atomic_sub_fetch_u32(&header->undefined_used, 1);
 }
 
 enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait, kMemoryFull };
@@ -190,19 +169,19 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
     dshash_release_lock(table, entry);
     return;
   }
-  if (ReserveSlot(header, defined)) {
+  if (ReserveSlot(&header->slots, stats_max_names, !defined)) {
     bool found = false;
     StatsEntry* entry = nullptr;
     PG_TRY();
     { entry = static_cast<StatsEntry*>(dshash_find_or_insert(table, &key, &found)); }
     PG_CATCH();
     {
-      ReleaseSlot(header, defined);  // never a slot counted without its entry
+      ReleaseSlot(&header->slots, !defined);  // never a slot counted without its entry
       PG_RE_THROW();
     }
     PG_END_TRY();
     if (found) {
-      ReleaseSlot(header, defined);  // added meanwhile by another session
+      ReleaseSlot(&header->slots, !defined);  // added meanwhile by another session
     } else {
       SpinLockInit(&entry->mutex);
       entry->defined = defined;
@@ -258,8 +237,24 @@ bool ReadsEveryDatabase() { return has_privs_of_role(GetUserId(), ROLE_PG_READ_A
 int CompareCopied(const void* left, const void* right) {
   const StatsKey* a = static_cast<const CopiedName*>(left)->key;
   const StatsKey* b = static_cast<const CopiedName*>(right)->key;
-  int c = std::memcmp(a->name, b->name, std::min(a->name_len, b->name_len));
-  return c != 0 ? c : (a->name_len > b->name_len) - (a->name_len < b->name_len);
+  return CompareIdentity(a->name, a->name_len, nullptr, -1, b->name, b->name_len, nullptr, -1);
+}
+
+// Keeps a name the caller may read: its bytes and its counters (read under
+// the entry's spinlock).
+bool CopyName(void* entry, void* out, void* arg) {
+  auto* e = static_cast<StatsEntry*>(entry);
+  bool every_database = *static_cast<bool*>(arg);
+  if (!every_database && e->key.database != MyDatabaseId) return false;
+  auto* copied = static_cast<CopiedName*>(out);
+  copied->key = static_cast<StatsKey*>(palloc(offsetof(StatsKey, name) + e->key.name_len));
+  copied->key->database = e->key.database;
+  copied->key->name_len = e->key.name_len;
+  std::memcpy(copied->key->name, e->key.name, e->key.name_len);
+  SpinLockAcquire(&e->mutex);
+  copied->counters = e->counters;
+  SpinLockRelease(&e->mutex);
+  return true;
 }
 
 }  // namespace
@@ -273,33 +268,14 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   bool every_database = ReadsEveryDatabase();  // before any lock: it may read the catalog
   // Copied a partition at a time under its lock (only the names' bytes),
   // formed after; in name order, the overflow row (name NULL) last.
-  int capacity = 64;
-  int count = 0;
-  auto* copied = static_cast<CopiedName*>(palloc(sizeof(CopiedName) * capacity));
-  dshash_seq_status scan;
-  dshash_seq_init(&scan, table, false);
-  while (auto* entry = static_cast<StatsEntry*>(dshash_seq_next(&scan))) {
-    if (!every_database && entry->key.database != MyDatabaseId) continue;
-    if (count == capacity) {
-      capacity *= 2;
-      copied = static_cast<CopiedName*>(repalloc_huge(copied, sizeof(CopiedName) * capacity));
-    }
-    CopiedName& out = copied[count++];
-    out.key = static_cast<StatsKey*>(palloc(offsetof(StatsKey, name) + entry->key.name_len));
-    out.key->database = entry->key.database;
-    out.key->name_len = entry->key.name_len;
-    std::memcpy(out.key->name, entry->key.name, entry->key.name_len);
-    SpinLockAcquire(&entry->mutex);
-    out.counters = entry->counters;
-    SpinLockRelease(&entry->mutex);
-  }
-  dshash_seq_term(&scan);
+  void* names = nullptr;
+  int count = CopySorted(table, sizeof(CopiedName), CopyName, &every_database, CompareCopied, &names);
+  auto* copied = static_cast<CopiedName*>(names);
   SpinLockAcquire(&header->mutex);
   TimestampTz reset = header->stats_reset;
   bool overflowed = header->overflowed;
   Counters overflow = header->overflow;
   SpinLockRelease(&header->mutex);
-  qsort(copied, count, sizeof(CopiedName), CompareCopied);
   // One row per name: a name's rows of several databases (only a role
   // reading every database gets them) are summed.
   for (int i = 0, next = 0; i < count; i = next) {
@@ -327,7 +303,7 @@ void ResetStats() {
   dshash_seq_status scan;
   dshash_seq_init(&scan, table, true);
   while (auto* entry = static_cast<StatsEntry*>(dshash_seq_next(&scan))) {
-    ReleaseSlot(header, entry->defined);
+    ReleaseSlot(&header->slots, !entry->defined);
     dshash_delete_current(&scan);
   }
   dshash_seq_term(&scan);

@@ -63,6 +63,15 @@ static_assert(std::is_trivially_destructible_v<LimitConfig>);
 static_assert(std::is_trivially_destructible_v<Decision>);
 static_assert(std::is_trivially_destructible_v<ratelimit::Status>);
 
+// The one order of identities: by name bytes, then by key bytes with the
+// NULL key first (a shorter prefix first, as memcmp and text's C collation
+// order them). key_len < 0: the NULL key. What the all-or-nothing lock order,
+// the memory storage's status rows and ratelimit_stats' names sort by.
+int CompareIdentity(const char* a_name, int a_name_len, const char* a_key, int a_key_len, const char* b_name,
+                    int b_name_len, const char* b_key, int b_key_len);
+// CompareIdentity of two limit identities (the shard aside).
+int CompareLimitIds(const LimitId& a, const LimitId& b);
+
 // Points id fields at a text value's bytes (22023 past kMaxNameBytes;
 // limit_call.cpp).
 void SetIdText(text* value, const char* what, text** field, const char** bytes, int* len);

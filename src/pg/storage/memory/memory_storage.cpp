@@ -21,6 +21,7 @@
 #include "storage/memory/memory_storage.h"
 
 #include "shmem/shared_tables.h"
+#include "shmem/slot_quota.h"
 #include "storage/row_codec.h"
 #include "support/clock.h"
 #include "support/errors.h"
@@ -56,13 +57,12 @@ struct MemoryEntry {
   MemoryKey key;
   RowWrite row;
   uint64 incarnation;  // this life of the entry (StoredState's); 0: a placeholder
-  bool inline_share;   // made under a caller's inline config (counted in inline_entries)
+  bool inline_share;   // made under a caller's inline config (a slot of the callers' share)
 };
 
 struct MemoryHeader {
-  uint64 seed;  // of the keys' hash
-  pg_atomic_uint32 entries;
-  pg_atomic_uint32 inline_entries;
+  uint64 seed;      // of the keys' hash
+  SlotQuota slots;  // entries; the share: entries made under callers' inline configs
   // No entry is idle before next_idle_at (microseconds; a bound, never
   // later than the earliest idle_at): a full table is swept only from then
   // on, or while a sweep runs (sweeps > 0). A sweep sets it to the earliest
@@ -81,7 +81,6 @@ static_assert(sizeof(MemoryEntry) == 320);
 int memory_max_keys = 10000;
 
 int MaxKeys() { return memory_max_keys; }
-uint32 InlineMaxKeys() { return static_cast<uint32>(std::max(1, memory_max_keys / 2)); }
 
 int UsedBytes(const MemoryKey& key) { return key.name_len + std::max(0, key.key_len); }
 
@@ -103,8 +102,7 @@ int CompareKeys(const void* a, const void* b, size_t, void*) {
 void InitHeader(void* memory) {
   auto* header = static_cast<MemoryHeader*>(memory);
   header->seed = NewTableSeed();
-  pg_atomic_init_u32(&header->entries, 0);
-  pg_atomic_init_u32(&header->inline_entries, 0);
+  InitSlotQuota(&header->slots);
   pg_atomic_init_u64(&header->next_idle_at, 0);
   pg_atomic_init_u32(&header->sweeps, 0);
   pg_atomic_init_u64(&header->incarnations, 0);
@@ -249,37 +247,18 @@ MemoryKey KeyOf(const LimitId& id) {
   return key;
 }
 
-// Takes a slot for a new entry; false when there is none.
-bool ReserveSlot(bool inline_share) {
-  if (pg_atomic_add_fetch_u32(&header->entries, 1) > static_cast<uint32>(memory_max_keys)) {
-    pg_atomic_sub_fetch_u32(&header->entries, 1);
-    return false;
-  }
-  if (inline_share && pg_atomic_add_fetch_u32(&header->inline_entries, 1) > InlineMaxKeys()) {
-    pg_atomic_sub_fetch_u32(&header->inline_entries, 1);
-    pg_atomic_sub_fetch_u32(&header->entries, 1);
-    return false;
-  }
-  return true;
-}
-
-void ReleaseSlot(bool inline_share) {
-  pg_atomic_sub_fetch_u32(&header->entries, 1);
-  if (inline_share) pg_atomic_sub_fetch_u32(&header->inline_entries, 1);
-}
-
 // Takes room for a new entry of `key`: its name's count (within
 // room.name_rows), then a slot (within memory_max_keys and the inline half).
 ModifyResult TakeRoom(const MemoryKey& key, const NewRowRoom& room) {
   if (!CountNameEntry(key, room.name_rows)) return ModifyResult::kNoRoomForName;
-  if (ReserveSlot(room.inline_share)) return ModifyResult::kDone;
+  if (ReserveSlot(&header->slots, memory_max_keys, room.inline_share)) return ModifyResult::kDone;
   UncountNameEntry(key);
   return ModifyResult::kNoRoom;
 }
 
 // Gives back what TakeRoom took.
 void ReleaseRoom(const MemoryKey& key, bool inline_share) {
-  ReleaseSlot(inline_share);
+  ReleaseSlot(&header->slots, inline_share);
   UncountNameEntry(key);
 }
 
@@ -453,44 +432,29 @@ int64 DeleteIdle(Micros now) {
   return table == nullptr ? 0 : SweepIdle(table, std::min(now, MemorySweepClock()), MyDatabaseId);
 }
 
-// (name, key NULL first) byte order, as the table's rows are listed.
+// (name, key NULL first) byte order (CompareIdentity), as the table's rows
+// are listed.
 int CompareEntries(const void* left, const void* right) {
   const MemoryKey& a = static_cast<const MemoryEntry*>(left)->key;
   const MemoryKey& b = static_cast<const MemoryEntry*>(right)->key;
-  int c = std::memcmp(a.bytes, b.bytes, std::min(a.name_len, b.name_len));
-  if (c != 0 || a.name_len != b.name_len) return c != 0 ? c : (a.name_len < b.name_len ? -1 : 1);
-  if (a.key_len < 0 || b.key_len < 0) return (a.key_len >= 0) - (b.key_len >= 0);
-  c = std::memcmp(a.bytes + a.name_len, b.bytes + b.name_len, std::min(a.key_len, b.key_len));
-  return c != 0 ? c : (a.key_len > b.key_len) - (a.key_len < b.key_len);
+  return CompareIdentity(a.bytes, a.name_len, a.bytes + a.name_len, a.key_len, b.bytes, b.name_len,
+                         b.bytes + b.name_len, b.key_len);
 }
 
-// Copies every entry of `database` (InvalidOid: of every database), each
-// partition under its lock in turn; how many.
-int CopyEntries(dshash_table* table, Oid database, MemoryEntry** out) {
-  int capacity = 64;
-  int count = 0;
-  auto* entries = static_cast<MemoryEntry*>(palloc(sizeof(MemoryEntry) * capacity));
-  dshash_seq_status scan;
-  dshash_seq_init(&scan, table, false);
-  while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (entry->incarnation == 0 || (database != InvalidOid && entry->key.database != database)) continue;
-    if (count == capacity) {
-      capacity *= 2;
-      entries = static_cast<MemoryEntry*>(repalloc_huge(entries, sizeof(MemoryEntry) * capacity));
-    }
-    entries[count++] = *entry;
-  }
-  dshash_seq_term(&scan);
-  *out = entries;
-  return count;
+// Keeps a live entry of this database (a placeholder is no entry).
+bool CopyLiveEntry(void* entry, void* out, void*) {
+  const auto* e = static_cast<const MemoryEntry*>(entry);
+  if (e->incarnation == 0 || e->key.database != MyDatabaseId) return false;
+  *static_cast<MemoryEntry*>(out) = *e;
+  return true;
 }
 
 void ScanStatus(StatusRowSink sink, void* context) {
   dshash_table* table = TableOrNull();
   if (table == nullptr) return;
-  MemoryEntry* entries = nullptr;
-  int count = CopyEntries(table, MyDatabaseId, &entries);
-  qsort(entries, count, sizeof(MemoryEntry), CompareEntries);
+  void* copied = nullptr;
+  int count = CopySorted(table, sizeof(MemoryEntry), CopyLiveEntry, nullptr, CompareEntries, &copied);
+  auto* entries = static_cast<MemoryEntry*>(copied);
   for (int i = 0; i < count; ++i) {
     CHECK_FOR_INTERRUPTS();
     const MemoryKey& key = entries[i].key;
