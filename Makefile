@@ -20,6 +20,12 @@ PG_CPPFLAGS = -Isrc/core -Isrc/pg
 PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++
 
+# The adapter (src/pg) is built without C++ exceptions: none of its code
+# may throw or catch (a C++ exception crossing PostgreSQL's C frames would
+# crash the backend), and the compiler enforces it. The core keeps them:
+# its noexcept boundary catches everything and returns a Status.
+$(filter src/pg/%,$(OBJS)): override CXXFLAGS += -fno-exceptions
+
 # No LLVM bitcode: JIT inlining of this module buys nothing, and it would
 # need a clang matching the server's LLVM.
 override with_llvm = no

@@ -44,7 +44,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   Jsonb* config = PG_GETARG_JSONB_P(1);
   LimitConfig parsed;
   ParseConfigJsonb(config, &parsed);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   // Changes of one name's definition wait for each other: each carries the
   // rows over from the config it replaces.
   LockDefinitionChanges();
@@ -55,7 +55,7 @@ Datum Define(FunctionCallInfo fcinfo) {
   UpsertDefinition(id.name_text, config);
   EndOwnConfigWrite();
   InvalidateDefinitions();
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_VOID();
 }
 
@@ -67,7 +67,7 @@ Datum Override(FunctionCallInfo fcinfo) {
   Jsonb* config = PG_GETARG_JSONB_P(2);
   LimitConfig parsed;
   ParseConfigJsonb(config, &parsed);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   LockOverrideChanges();
   LimitConfig override_buffer;
   LimitConfig definition_buffer;
@@ -78,7 +78,7 @@ Datum Override(FunctionCallInfo fcinfo) {
   UpsertOverride(id.name_text, id.key_text, config);
   EndOwnConfigWrite();
   InvalidateOverrides();
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_VOID();
 }
 
@@ -86,7 +86,7 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_unoverride()");
   RequireNotNull(fcinfo, 1, "key");
   LimitId id = IdFromArgs(fcinfo, 0, 1);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   LockOverrideChanges();
   LimitConfig override_buffer;
   LimitConfig definition_buffer;
@@ -98,19 +98,19 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
   bool existed = DeleteOverride(id.name_text, id.key_text);
   EndOwnConfigWrite();
   InvalidateOverrides();
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
 
 Datum Undefine(FunctionCallInfo fcinfo) {
   RequireWritable("ratelimit_undefine()");
   LimitId id = IdFromArgs(fcinfo, 0, -1);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   NoteConfigChange(&id);
   bool existed = DeleteDefinition(id.name_text);
   EndOwnConfigWrite();
   InvalidateDefinitions();
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
 

@@ -1,6 +1,6 @@
 // The fmgr entry points of the SQL functions and _PG_init. (The router's
 // partition-side functions have theirs in routed_calls.cpp.)
-#include "support/guarded.h"
+#include "support/entry.h"
 
 #include "api/config_functions.h"
 #include "api/functions.h"
@@ -70,9 +70,9 @@ void _PG_init(void) {
 // (SECURITY INVOKER) calls ratelimit_x_invoker. The new name makes a session
 // that still has an older library loaded fail ("could not find function")
 // instead of running 0.4.0's definitions with SQL that is not scoped.
-#define RATELIMIT_ENTRY_POINTS(name, body)                                                   \
-  Datum name(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::body>(fcinfo); } \
-  Datum name##_invoker(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::body>(fcinfo); }
+#define RATELIMIT_ENTRY_POINTS(name, body)                                                    \
+  Datum name(PG_FUNCTION_ARGS) { return ratelimit_pg::RunEntry<ratelimit_pg::body>(fcinfo); } \
+  Datum name##_invoker(PG_FUNCTION_ARGS) { return ratelimit_pg::RunEntry<ratelimit_pg::body>(fcinfo); }
 
 RATELIMIT_ENTRY_POINTS(ratelimit_limit, Limit)
 RATELIMIT_ENTRY_POINTS(ratelimit_check, CheckLimit)
@@ -86,21 +86,21 @@ RATELIMIT_ENTRY_POINTS(ratelimit_cleanup, Cleanup)
 RATELIMIT_ENTRY_POINTS(ratelimit_headers, Headers)
 RATELIMIT_ENTRY_POINTS(ratelimit_status_rows, StatusRows)
 Datum ratelimit_definitions_changed(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::DefinitionsChanged>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::DefinitionsChanged>(fcinfo);
 }
 // 0.5.0's functions: one entry point each (they never ran SECURITY DEFINER).
-Datum ratelimit_override(PG_FUNCTION_ARGS) { return ratelimit_pg::Guarded<ratelimit_pg::Override>(fcinfo); }
+Datum ratelimit_override(PG_FUNCTION_ARGS) { return ratelimit_pg::RunEntry<ratelimit_pg::Override>(fcinfo); }
 Datum ratelimit_unoverride(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::Unoverride>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::Unoverride>(fcinfo);
 }
 Datum ratelimit_stats_rows(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::StatsRows>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::StatsRows>(fcinfo);
 }
 Datum ratelimit_stats_reset(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::StatsReset>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::StatsReset>(fcinfo);
 }
 Datum ratelimit_headers_keyed(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::HeadersForKey>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::HeadersForKey>(fcinfo);
 }
 
 }  // extern "C"

@@ -198,7 +198,7 @@ ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
 }
 
 // One call's context: SPI, the extension's schema and the SQL role.
-Oid ConnectStorage(FunctionCallInfo fcinfo) {
+Oid EnterCallContext(FunctionCallInfo fcinfo) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
   const FunctionFacts& facts = FactsOfFunction(fcinfo->flinfo->fn_oid);
   // The extension's objects are found as its members: a function outside
@@ -214,7 +214,7 @@ Oid ConnectStorage(FunctionCallInfo fcinfo) {
   return SetSqlRole(facts.owner);
 }
 
-void DisconnectStorage(Oid previous_sql_role) {
+void LeaveCallContext(Oid previous_sql_role) {
   SetSqlRole(previous_sql_role);
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
 }

@@ -17,7 +17,7 @@ namespace ratelimit_pg {
 // Connects SPI for one call and sets up its context: the extension is the
 // one the called function is a member of (55000 if none), whose tables are
 // found among its members in its schema; its SQL runs as the function's
-// owner. Returns the previous SQL role, which DisconnectStorage restores (a
+// owner. Returns the previous SQL role, which LeaveCallContext restores (a
 // call from inside another call's SQL, e.g. a trigger, must not change the
 // outer call's role).
 //
@@ -25,10 +25,10 @@ namespace ratelimit_pg {
 // SPI_finish frees it, so everything allocated in between (the call's
 // temporary memory, its executor state, SPI results) goes with it.
 // Whatever must outlive SPI_finish (a result to return, an array the rows
-// are formed from afterwards) is allocated before ConnectStorage, or with
+// are formed from afterwards) is allocated before EnterCallContext, or with
 // SPI_palloc.
-Oid ConnectStorage(FunctionCallInfo fcinfo);
-void DisconnectStorage(Oid previous_sql_role);
+Oid EnterCallContext(FunctionCallInfo fcinfo);
+void LeaveCallContext(Oid previous_sql_role);
 
 // Raises 22004 for a NULL argument that must not be NULL.
 void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what);

@@ -38,11 +38,11 @@ Decision DecideLimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   CompleteLimitCall(&call);
   if (consume) RequireWritableFor(call, "ratelimit_limit()");
   Decision decision = consume ? Consume(&call) : Check(call);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   bool shadow_refused = !decision.ok && call.config.shadow;
   if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
   if (consume) CountDecision(call, decision, shadow_refused);
@@ -56,10 +56,10 @@ namespace {
 Datum ValueRow(FunctionCallInfo fcinfo, MemoryContext cxt) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, -1, -1);
   call.request.count = 0;  // reading takes nothing: any valid config can be read
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   CompleteLimitCall(&call);
   ratelimit::Reading reading = CurrentValue(call);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   MemoryContext old = MemoryContextSwitchTo(cxt);
   Datum values[2] = {Float8GetDatum(reading.value + 0.0),
                      TimestampTzGetDatum(TimestamptzFromUnix(reading.ts))};
@@ -76,9 +76,9 @@ Datum HeadersOf(FunctionCallInfo fcinfo, int key_arg) {
   call.request.count = 0;  // headers describe any valid config
   RequireNotNull(fcinfo, 1, "result");
   ratelimit::HeaderAnswer answer = AnswerFromResult(PG_GETARG_HEAPTUPLEHEADER(1));
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   CompleteLimitCall(&call);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_DATUM(HeadersJsonb(call.id, call.config, answer, ClockNow()));
 }
 
@@ -101,7 +101,7 @@ bool OwnerStorageUsableReadOnly(const LimitId& id) {
 // one; any other reset raises 25006.
 Datum Reset(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, 1);
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   const Storage* const* storages = nullptr;
   bool existed = false;
   int n = AllStorages(&storages);
@@ -109,11 +109,11 @@ Datum Reset(FunctionCallInfo fcinfo) {
     for (int i = 0; i < n; ++i)
       if (storages[i]->usable_read_only) existed = storages[i]->delete_limit(id) || existed;
     if (!existed && !OwnerStorageUsableReadOnly(id)) RequireWritable("ratelimit_reset()");
-    DisconnectStorage(previous_sql_role);
+    LeaveCallContext(previous_sql_role);
     PG_RETURN_BOOL(existed);
   }
   for (int i = 0; i < n; ++i) existed = storages[i]->delete_limit(id) || existed;
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_BOOL(existed);
 }
 
@@ -135,13 +135,13 @@ int DecideLimitAll(FunctionCallInfo fcinfo, LimitCall** calls_out, Decision** de
   bool throws = PG_GETARG_BOOL(1);
   LimitCall* calls = nullptr;
   int count = EntriesFromJson(PG_GETARG_JSONB_P(0), &calls);
-  // The rows are formed after SPI_finish: allocated before ConnectStorage.
+  // The rows are formed after SPI_finish: allocated before EnterCallContext.
   auto* decisions = static_cast<Decision*>(palloc0(sizeof(Decision) * (count + 1)));
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   for (int i = 0; i < count; ++i) CompleteLimitCall(&calls[i]);
   for (int i = 0; i < count; ++i) RequireWritableFor(calls[i], "ratelimit_limit_all()");
   ConsumeAll(calls, count, decisions);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   // Shadow refusals are answered as grants; an element of a call that an
   // enforced refusal stopped only shows what it would have granted, and is
   // counted nowhere.
@@ -176,11 +176,11 @@ Datum Refund(FunctionCallInfo fcinfo) {
   RaiseIfInvalid(ratelimit::ValidateAmount(call.request.count));
   double amount = call.request.count;
   call.request.count = 0;  // the request validated against the config is "take nothing"
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   CompleteLimitCall(&call);
   RequireWritableFor(call, "ratelimit_refund()");
   Decision decision = RefundTokens(&call, amount);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   CountRefund(call, amount);
   return DecisionDatum(fcinfo, decision);
 }
@@ -192,13 +192,13 @@ Datum HeadersForKey(FunctionCallInfo fcinfo) { return HeadersOf(fcinfo, 3); }
 // Deletes idle rows of every storage; in a read-only transaction, of the
 // storages usable read-only only (the others' wait for a writable one).
 Datum Cleanup(FunctionCallInfo fcinfo) {
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   const Storage* const* storages = nullptr;
   int64 deleted = 0;
   Micros now = ClockNow();
   for (int i = 0, n = AllStorages(&storages); i < n; ++i)
     if (!XactReadOnly || storages[i]->usable_read_only) deleted += storages[i]->delete_idle(now);
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   PG_RETURN_INT64(deleted);
 }
 

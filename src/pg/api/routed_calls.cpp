@@ -13,7 +13,7 @@
 //
 // The entry points are here rather than in entry_points.cpp: this module is
 // the whole of the partition's side of the router.
-#include "support/guarded.h"
+#include "support/entry.h"
 
 #include "api/routed_calls.h"
 
@@ -182,13 +182,13 @@ PG_FUNCTION_INFO_V1(ratelimit_proxy_check);
 PG_FUNCTION_INFO_V1(ratelimit_proxy_limit_all);
 
 Datum ratelimit_proxy_limit(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::RoutedLimit>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::RoutedLimit>(fcinfo);
 }
 Datum ratelimit_proxy_check(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::RoutedCheck>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::RoutedCheck>(fcinfo);
 }
 Datum ratelimit_proxy_limit_all(PG_FUNCTION_ARGS) {
-  return ratelimit_pg::Guarded<ratelimit_pg::RoutedLimitAll>(fcinfo);
+  return ratelimit_pg::RunEntry<ratelimit_pg::RoutedLimitAll>(fcinfo);
 }
 
 }  // extern "C"

@@ -68,13 +68,13 @@ Datum StatusRows(FunctionCallInfo fcinfo) {
   for (ratelimit::Kind kind :
        {ratelimit::Kind::kTokenBucket, ratelimit::Kind::kFixedWindow, ratelimit::Kind::kSlidingWindow})
     status.kind_names[static_cast<int>(kind)] = CStringGetTextDatum(ratelimit::KindName(kind));
-  Oid previous_sql_role = ConnectStorage(fcinfo);
+  Oid previous_sql_role = EnterCallContext(fcinfo);
   const Storage* const* storages = nullptr;
   for (int i = 0, n = AllStorages(&storages); i < n; ++i) {
     status.storage_name = CStringGetTextDatum(storages[i]->name);
     storages[i]->scan_status(PutStatusRow, &status);
   }
-  DisconnectStorage(previous_sql_role);
+  LeaveCallContext(previous_sql_role);
   return static_cast<Datum>(0);
 }
 

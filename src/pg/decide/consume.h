@@ -9,8 +9,13 @@
 namespace ratelimit_pg {
 
 Decision Consume(LimitCall* call);
+// ratelimit_check's decision: from the committed state, without a lock.
 Decision Check(const LimitCall& call);
 ratelimit::Reading CurrentValue(const LimitCall& call);
+// What a shadow call whose count can never fit answers: refused (then
+// shadow-granted by the caller) with the tokens there are now; no row is
+// read for a lock or written.
+Decision NeverFitsRefusal(const LimitCall& call);
 Decision RefundTokens(LimitCall* call, double amount);
 
 }  // namespace ratelimit_pg

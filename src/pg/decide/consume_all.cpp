@@ -9,12 +9,12 @@
 
 #include "decide/consume_all.h"
 
-#include "storage/storage.h"
-
 #include "config/config_cache.h"
+#include "decide/consume.h"
 #include "decide/consume_atomic.h"
 #include "decide/decide.h"
 #include "policy.h"
+#include "storage/storage.h"
 #include "support/clock.h"
 #include "support/errors.h"
 #include "support/subtransaction.h"

@@ -18,7 +18,7 @@ struct StepContext {
   const LimitCall* call;
   LockedClock clock;
   Micros now;     // read under the lock
-  double amount;  // RefundStep's
+  double amount;  // RefundTokensStep's
   Decision decision;
   uint64 incarnation;  // of the entry decided on
 };
@@ -35,7 +35,7 @@ bool TakeStep(const StoredState& stored, void* context, RowWrite* out) {
   return true;
 }
 
-bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
+bool RefundTokensStep(const StoredState& stored, void* context, RowWrite* out) {
   auto* step = static_cast<StepContext*>(context);
   const LimitCall& call = *step->call;
   step->now = step->clock.Read();
@@ -111,7 +111,7 @@ Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
 Decision RefundAtomically(const LimitCall& call, double amount) {
   RequireCommittedConfig(call);
   StepContext step{&call, ClockForLock(), 0, amount, {}, 0};
-  StorageFor(call).modify(call.id, RoomFor(call), RefundStep, &step);
+  StorageFor(call).modify(call.id, RoomFor(call), RefundTokensStep, &step);
   return step.decision;
 }
 

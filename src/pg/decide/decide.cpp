@@ -88,27 +88,4 @@ ShardInput* ReadDenseShards(const LimitCall& call, bool lock) {
   return all;
 }
 
-Decision NeverFitsRefusal(const LimitCall& call) {
-  LimitCall reading = call;
-  reading.request = Request{0, false};
-  reading.never_fits = false;
-  Decision decision = CheckNow(reading);
-  decision.ok = false;
-  decision.has_retry = false;
-  return decision;
-}
-
-Decision CheckNow(const LimitCall& call) {
-  if (call.never_fits) return NeverFitsRefusal(call);
-  Decision decision;
-  if (call.config.shards > 1) {
-    ShardInput* all = ReadDenseShards(call, false);
-    decision = ratelimit::CheckShards(ratelimit::ShardConfig(call.config), all, call.config.shards,
-                                      ClockNow(), call.origin, call.request);
-  } else {
-    decision = DecideNow(call, StorageFor(call).read(call.id, ReadMode::kUnlocked));
-  }
-  return ratelimit::ApplyJitter(call.config, decision, RandomUnit());
-}
-
 }  // namespace ratelimit_pg

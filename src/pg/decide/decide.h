@@ -56,14 +56,6 @@ void ReadShard(const LimitCall& call, int shard, ratelimit::ShardInput* out, Sto
 // algorithm wrote reads as no row.
 ratelimit::ShardInput* ReadDenseShards(const LimitCall& call, bool lock);
 
-// What a shadow call whose count can never fit answers: refused (then
-// shadow-granted by the caller) with the tokens there are now; no row is
-// read for a lock or written.
-Decision NeverFitsRefusal(const LimitCall& call);
-
-// ratelimit_check's decision: from the committed state, without a lock.
-Decision CheckNow(const LimitCall& call);
-
 static_assert(std::is_trivially_destructible_v<ratelimit::ShardInput>);
 static_assert(std::is_trivially_destructible_v<ratelimit::ShardDecision>);
 

@@ -143,7 +143,7 @@ void Unindex(int i) {
   if (index_slots[slot] == i + 1) SetSlot(slot, grants[i].below);
 }
 
-struct RefundContext {
+struct GiveBackContext {
   const PendingGrant* grant;
   Micros now;
 };
@@ -152,8 +152,8 @@ struct RefundContext {
 // kind only into the window it was taken from (else that window is over, and
 // the grant with it), and only into the life of the row it was taken from
 // (a reset or a sweep since made it anew). Pure: runs under the storage's lock.
-bool RefundStep(const StoredState& stored, void* context, RowWrite* out) {
-  const auto* refund = static_cast<const RefundContext*>(context);
+bool GiveBackStep(const StoredState& stored, void* context, RowWrite* out) {
+  const auto* refund = static_cast<const GiveBackContext*>(context);
   const LimitCall& call = refund->grant->call;
   if (!stored.state.exists) return false;  // no row: as full as a refund could make it
   if (stored.incarnation != refund->grant->incarnation) return false;
@@ -186,8 +186,8 @@ void GiveBack(SubTransactionId subid) {
   for (int i = count - 1; i >= first; --i) {
     PendingGrant& grant = grants[i];
     if (grant.active) {
-      RefundContext context{&grant, now};
-      grant.storage->modify(grant.call.id, NewRowRoom{false, 0}, RefundStep, &context);
+      GiveBackContext context{&grant, now};
+      grant.storage->modify(grant.call.id, NewRowRoom{false, 0}, GiveBackStep, &context);
     }
     grant.active = false;
     Unindex(i);

@@ -1,9 +1,9 @@
-// The guard that keeps a C++ exception from crossing into PostgreSQL's C
-// frames, around every fmgr entry point's body.
+// What runs around every fmgr entry point's body (entry_points.cpp,
+// routed_calls.cpp). No C++ exception guard: the adapter is compiled with
+// -fno-exceptions (the Makefile), so none of its code can throw or catch,
+// and the core, the one part built with exceptions, is called through
+// noexcept functions that return every failure as a Status.
 #pragma once
-
-#include <cstring>
-#include <exception>
 
 // C++ and core headers before any PostgreSQL header (limit_call.h's order).
 #include "support/limit_call.h"
@@ -28,25 +28,11 @@ inline void RequireNoParallelMode() {
                    "PARALLEL RESTRICTED.")));
 }
 
-// Runs an entry point's body; a C++ exception (none is expected: the core is
-// noexcept and the adapter holds no C++ objects) becomes a PostgreSQL error
-// raised after the catch block has been left.
+// Runs an entry point's body, after the checks every call passes.
 template <Datum (*Body)(FunctionCallInfo)>
-Datum Guarded(FunctionCallInfo fcinfo) {
+Datum RunEntry(FunctionCallInfo fcinfo) {
   RequireNoParallelMode();
-  char message[256] = "unknown C++ exception";
-  bool failed = false;
-  Datum result = 0;
-  try {
-    result = Body(fcinfo);
-  } catch (const std::exception& e) {
-    failed = true;
-    strlcpy(message, e.what(), sizeof message);
-  } catch (...) {
-    failed = true;
-  }
-  if (failed) ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("ratelimit: %s", message)));
-  return result;
+  return Body(fcinfo);
 }
 
 }  // namespace ratelimit_pg
