@@ -45,7 +45,7 @@ void PutStatusRow(const KeyedRow& row, void* context) {
     LimitConfig per_row = ratelimit::RowConfig(config);
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);
     values[3] = status->kind_names[static_cast<int>(config.kind)];
-    // A memory row off the config's window grid reads as a call would read it (realigned).
+    // A row kept with its period off the config's window grid reads as a call would read it (realigned).
     LimitState state = ratelimit::WithinMaxDeficit(
         per_row, ratelimit::Realigned(per_row, origin, StateForKind(row.stored, config.kind, status->now),
                                       row.stored.period, status->now));

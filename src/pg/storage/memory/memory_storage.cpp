@@ -20,6 +20,7 @@
 
 #include "storage/memory/memory_storage.h"
 
+#include "storage/memory/memory_names.h"
 #include "shmem/shared_tables.h"
 #include "shmem/slot_quota.h"
 #include "storage/row_codec.h"
@@ -37,7 +38,7 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr int kIdentityBytes = 236;
+constexpr int kIdentityBytes = kMemoryIdentityBytes;
 constexpr uint32 kLayout = 0x524c4d31;  // "RLM1"
 
 struct MemoryKey {
@@ -110,89 +111,12 @@ void InitHeader(void* memory) {
 
 MemoryHeader* header = nullptr;
 
-// How many entries each (database, name) has: what a limit's memoryKeys
-// bounds. Counted for every entry, bounded or not (a bound set later holds
-// at once); changed when an entry is made or deleted, never per call. Its
-// partition lock is taken with no other lock held, or inside an entry's
-// (a sweep's, a delete's): never the other way round.
-struct NameKey {
-  Oid database;
-  int32 name_len;
-  char name[kIdentityBytes];  // name_len bytes; the rest is never read
-};
-
-struct NameEntry {
-  NameKey key;
-  int64 entries;
-};
-
-struct NamesHeader {
-  uint64 seed;
-};
-
-NamesHeader* names_header = nullptr;
-
-dshash_hash HashName(const void* v, size_t, void* arg) {
-  const auto* key = static_cast<const NameKey*>(v);
-  return SeededHash(key, static_cast<int>(offsetof(NameKey, name)) + key->name_len,
-                    static_cast<const NamesHeader*>(arg)->seed);
-}
-
-int CompareNames(const void* a, const void* b, size_t, void*) {
-  const auto* x = static_cast<const NameKey*>(a);
-  const auto* y = static_cast<const NameKey*>(b);
-  if (x->database != y->database || x->name_len != y->name_len) return 1;
-  return std::memcmp(x->name, y->name, x->name_len) == 0 ? 0 : 1;
-}
-
-void InitNamesHeader(void* memory) { static_cast<NamesHeader*>(memory)->seed = NewTableSeed(); }
-
-dshash_table* Names() {
-  void* h = nullptr;
-  dshash_table* table = AttachSharedTable(SharedTable::kMemoryNames, &h);
-  names_header = static_cast<NamesHeader*>(h);
-  return table;
-}
-
-NameKey NameOf(const MemoryKey& key) {
-  NameKey name;
-  name.database = key.database;
-  name.name_len = key.name_len;
-  std::memcpy(name.name, key.bytes, key.name_len);
-  return name;
-}
-
-// Counts a new entry of the key's name; false (nothing counted) when the
-// name has `most` entries already (most > 0).
+// The per-name count of a key's name (memory_names.h).
 bool CountNameEntry(const MemoryKey& key, int64 most) {
-  dshash_table* names = Names();
-  NameKey name = NameOf(key);
-  bool found = false;
-  auto* entry = static_cast<NameEntry*>(dshash_find_or_insert(names, &name, &found));
-  if (!found) entry->entries = 0;
-  bool room = most <= 0 || entry->entries < most;
-  if (room) ++entry->entries;
-  bool empty = entry->entries == 0;
-  if (empty) {
-    dshash_delete_entry(names, entry);
-  } else {
-    dshash_release_lock(names, entry);
-  }
-  return room;
+  return CountMemoryName(key.database, key.bytes, key.name_len, most);
 }
 
-// An entry of the key's name is gone.
-void UncountNameEntry(const MemoryKey& key) {
-  dshash_table* names = Names();
-  NameKey name = NameOf(key);
-  auto* entry = static_cast<NameEntry*>(dshash_find(names, &name, true));
-  if (entry == nullptr) return;
-  if (--entry->entries <= 0) {
-    dshash_delete_entry(names, entry);
-  } else {
-    dshash_release_lock(names, entry);
-  }
-}
+void UncountNameEntry(const MemoryKey& key) { UncountMemoryName(key.database, key.bytes, key.name_len); }
 
 // The table, or nullptr without shared memory.
 dshash_table* TableOrNull() {
@@ -500,10 +424,7 @@ void DefineMemoryStorage() {
   DefineSharedTable(SharedTable::kMemoryLimits,
                     SharedTableSpec{"ratelimit_memory", sizeof(MemoryKey), sizeof(MemoryEntry), CompareKeys,
                                     HashKey, sizeof(MemoryHeader), InitHeader, MaxKeys});
-  DefineSharedTable(
-      SharedTable::kMemoryNames,
-      SharedTableSpec{"ratelimit_memory_names", sizeof(NameKey), sizeof(NameEntry), CompareNames, HashName,
-                      sizeof(NamesHeader), InitNamesHeader, MaxKeys /* at most one name per entry */});
+  DefineMemoryNames(MaxKeys /* at most one name per entry */);
 }
 
 const Storage& MemoryStorage() { return kMemoryStorage; }
