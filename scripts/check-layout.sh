@@ -180,4 +180,29 @@ if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
 fi
 
 [ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); every %.*s cut by EchoLength"
+[ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
+
+# The check can fail: each of these plants, in a copy of src/, must be found.
+copy=$(mktemp -d)
+trap 'rm -rf "$copy" "$includes" "$edges" "$folder_edges" "$edges.err"' EXIT
+plant() {
+  local what=$1 file=$2 line=$3 expect=$4
+  rm -rf "$copy/src" && cp -r src "$copy/src"
+  mkdir -p "$(dirname "$copy/$file")" && echo "$line" >>"$copy/$file"
+  if out=$(CHECK_LAYOUT_ROOT=$copy "$0" 2>&1); then
+    echo "check-layout: the self-test's $what was not found" >&2
+    status=1
+  elif ! grep -q -- "$expect" <<<"$out"; then
+    echo "check-layout: the self-test's $what was not reported as \"$expect\":"$'\n'"$out" >&2
+    status=1
+  fi
+}
+plant "layer reaching up" src/pg/support/clock.h '#include "api/functions.h"' "a layer above it"
+plant "include without its folder" src/pg/shmem/stats.cpp '#include "clock.h"' "without its folder"
+plant "file outside the layers" src/pg/stray.h '#pragma once' "not in a layer folder"
+plant "storage reached past the seam" src/pg/decide/decide.cpp '#include "storage/memory/memory_storage.h"' "above src/pg/storage only"
+plant "table storage reaching the memory one" src/pg/storage/table/row_codec_x.h '#include "storage/memory/memory_storage.h"' "includes the memory storage"
+plant "module cycle" src/pg/support/clock.h '#include "support/errors.h"' "in a cycle"
+plant "raw %.*s" src/pg/support/clock.cpp 'void F() { elog(LOG, "%.*s", 3, "abc"); }' "EchoLength"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 7 planted faults were each found"
 exit $status
