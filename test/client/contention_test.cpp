@@ -511,7 +511,7 @@ std::string CheckWindowFloors(const WindowRun& run, double rate, bool sliding) {
 // one window (a sound under-count of that window).
 //
 // The exact floor: a refusal is decided from the latest committed state and
-// writes nothing (README, "Transactions, locking and isolation levels").
+// writes nothing (docs/semantics.md, "Transactions, locking and isolation levels").
 // Take a refusal whose bracket lies inside window w. A grant stores the
 // start of the window of max(its clock read, the ts it read), so every
 // stored ts is at most some grant's clock read, made before that grant
@@ -871,7 +871,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, RollbackTest,
 // within the token bucket's exact bound (see HotKeyTokenBucket: every
 // committed grant on a limit is part of that limit's chain of writes,
 // whatever else its transaction did). When a pair's second call is refused,
-// the pair rolls back (all or nothing, as the README advises) or, for half
+// the pair rolls back (all or nothing, as docs/semantics.md advises) or, for half
 // of them, commits the first grant alone (a caller for whom the second limit
 // is optional).
 //

@@ -4,6 +4,7 @@
 
 #include "api/config_functions.h"
 #include "api/functions.h"
+#include "api/simulation.h"
 #include "api/status_view.h"
 #include "decide/pending_grants.h"
 #include "shmem/shared_tables.h"
@@ -49,6 +50,7 @@ PG_FUNCTION_INFO_V1(ratelimit_unoverride);
 PG_FUNCTION_INFO_V1(ratelimit_stats_rows);
 PG_FUNCTION_INFO_V1(ratelimit_stats_reset);
 PG_FUNCTION_INFO_V1(ratelimit_headers_keyed);
+PG_FUNCTION_INFO_V1(ratelimit_simulate);
 }
 
 extern "C" {
@@ -101,6 +103,10 @@ Datum ratelimit_stats_reset(PG_FUNCTION_ARGS) {
 }
 Datum ratelimit_headers_keyed(PG_FUNCTION_ARGS) {
   return ratelimit_pg::RunEntry<ratelimit_pg::HeadersForKey>(fcinfo);
+}
+// 0.8.0's simulator touches no storage: PARALLEL SAFE.
+Datum ratelimit_simulate(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::RunParallelSafeEntry<ratelimit_pg::SimulateLimit>(fcinfo);
 }
 
 }  // extern "C"

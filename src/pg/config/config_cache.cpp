@@ -98,6 +98,10 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
 
 }  // namespace
 
+void ApplyStorageRules(LimitConfig* config) {
+  if (!StorageFor(*config).keeps_shards) config->shards = 1;
+}
+
 void InlineConfig(Jsonb* config, LimitConfig* out) {
   const char* bytes = VARDATA_ANY(config);
   int len = VARSIZE_ANY_EXHDR(config);
@@ -145,12 +149,6 @@ void LockConfigTables() {
   AcceptInvalidationMessages();
 }
 
-// A storage without shards keeps one row per limit, decided exactly: a
-// config's shards are accepted and unused.
-void KeepShardsOfStorage(LimitConfig* config) {
-  if (!StorageFor(*config).keeps_shards) config->shards = 1;
-}
-
 }  // namespace
 
 bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
@@ -162,7 +160,7 @@ bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
   LimitConfig parsed;
   if (!OwnerConfigOf(id, &parsed)) return false;
   *out = ratelimit::OwnerBounded(parsed);
-  KeepShardsOfStorage(out);
+  ApplyStorageRules(out);
   return true;
 }
 
@@ -192,7 +190,7 @@ void ResolveConfig(LimitCall* call) {
   }
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
-  KeepShardsOfStorage(&call->config);
+  ApplyStorageRules(&call->config);
 }
 
 void CompleteLimitCall(LimitCall* call) {

@@ -15,7 +15,7 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-// Every function is PARALLEL UNSAFE: one reached in a parallel operation
+// Every function that touches storage is PARALLEL UNSAFE: one reached in a parallel operation
 // anyway (through a function its author marked PARALLEL SAFE) is refused
 // before it touches anything, as a worker's rollback could not give a
 // memory limit's grant back and its table writes would fail midway.
@@ -28,11 +28,19 @@ inline void RequireNoParallelMode() {
                    "PARALLEL RESTRICTED.")));
 }
 
-// Runs an entry point's body, after the checks every call passes.
+// Runs an entry point's body. Allowed in a parallel operation: for the
+// PARALLEL SAFE functions, which touch no storage.
+template <Datum (*Body)(FunctionCallInfo)>
+Datum RunParallelSafeEntry(FunctionCallInfo fcinfo) {
+  return Body(fcinfo);
+}
+
+// RunParallelSafeEntry for a function that touches storage: refused in a
+// parallel operation.
 template <Datum (*Body)(FunctionCallInfo)>
 Datum RunEntry(FunctionCallInfo fcinfo) {
   RequireNoParallelMode();
-  return Body(fcinfo);
+  return RunParallelSafeEntry<Body>(fcinfo);
 }
 
 }  // namespace ratelimit_pg
