@@ -278,7 +278,7 @@ memcheck_errors_in_extension() {
     /^==[0-9]+== *$/ { if (ours) { print rec; n++ } rec = ""; ours = 0; next }
     /^==[0-9]+==/ {
       rec = rec $0 "\n"
-      if ($0 ~ /(at|by) 0x[0-9A-F]+: / && ($0 ~ /\/src\/(core|pg)\/[A-Za-z0-9_]+\.(cpp|h):[0-9]+\)/ || $0 ~ /ratelimit\.so\)/)) ours = 1
+      if ($0 ~ /(at|by) 0x[0-9A-F]+: / && ($0 ~ /\/src\/(core|pg)\/([A-Za-z0-9_]+\/)*[A-Za-z0-9_]+\.(cpp|h):[0-9]+\)/ || $0 ~ /ratelimit\.so\)/)) ours = 1
     }
     END { if (ours) { print rec; n++ } exit n > 0 }' "$CLUSTER_DIR"/valgrind.*.log) && return 0
   echo "memcheck reported errors in the extension's code:"

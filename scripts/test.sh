@@ -62,7 +62,7 @@ ensure_packages
 prefetch_major_roots $RATELIMIT_MAJORS
 trap stop_major_prefetch EXIT
 
-echo "== source layout: a header per module, no dependency cycle between modules (scripts/check-layout.sh)"
+echo "== source layout: a header per module, the layer order, no dependency cycle between modules or folders (scripts/check-layout.sh)"
 stage "source layout" scripts/check-layout.sh
 
 echo "== documentation: README at most 300 lines, every relative link and anchor of README.md and docs/ resolves (scripts/check-docs.sh)"
