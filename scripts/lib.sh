@@ -28,13 +28,18 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Builds the extension with PGXS and installs it into the server's directories.
+# Builds the extension with PGXS and installs it into the server's directories:
+# the pg_config in PATH (the system's PostgreSQL), or PG_CONFIG when set; with
+# RATELIMIT_PG_BINDIR (a relocated copy, above), that copy's pg_config, so a
+# developer's run never installs into the system's server.
 build_and_install_extension() {
   echo "== building and installing the extension"
-  make -s -j2
+  local make_args=()
+  [ -n "${RATELIMIT_PG_BINDIR:-}" ] && make_args+=("PG_CONFIG=$RATELIMIT_PG_BINDIR/pg_config")
+  make -s -j2 "${make_args[@]}"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo make -s install
+  $sudo make -s install "${make_args[@]}"
 }
 
 # The OS user the throwaway cluster runs as (PostgreSQL refuses root).
