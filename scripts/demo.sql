@@ -7,6 +7,7 @@
 -- answer. Statements whose answer is nothing (void functions) send it to
 -- /dev/null (\g /dev/null).
 \pset format aligned
+\pset pager off
 \pset footer off
 \pset null '(null)'
 SET client_min_messages = warning;

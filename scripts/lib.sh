@@ -202,10 +202,13 @@ cluster_server_running() {
   as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" status >/dev/null 2>&1
 }
 
-# Stops the throwaway cluster (if started) and removes its directory.
+# Stops the throwaway cluster (if started) and removes its directory (also
+# when start_cluster was interrupted before initdb had made the data).
 stop_cluster() {
-  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR" ] || return 0
+  if [ -d "$CLUSTER_DIR/data" ]; then
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
   # A backend under valgrind (bench/profile.sh) may still be writing its
   # output for a moment after the server stopped.
   local try
