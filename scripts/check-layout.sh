@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the source layout the README's "Code layout" describes:
+# Checks the source layout "Code layout" in docs/internals.md describes:
 #   - every src/core and src/pg module x.cpp has its header x.h (the entry
 #     points, which nothing calls, excepted);
 #   - in every src/pg file, C++ standard headers (<...>) come before the

@@ -1,5 +1,5 @@
 -- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to
--- the default version (through 0.5.0, 0.6.0 and 0.7.0), and from 0.2.0
+-- the default version (through 0.5.0, 0.6.0, 0.7.0 and 0.8.0), and from 0.2.0
 -- straight to it:
 -- state and definitions survive, the new objects appear, and the result
 -- matches a fresh install.
@@ -63,6 +63,8 @@ SELECT ratelimit_headers('up', r, key => 'u') ->> 'X-RateLimit-Limit' AS limit F
 -- 0.6.0 -> 0.7.0: the router's calls, which return errors as data.
 SELECT ok, error_state FROM ratelimit_proxy_check('up', 'u', NULL, 1, false, false, NULL);
 SELECT error_state, error_message FROM ratelimit_proxy_check('up', 'u', NULL, 100, false, false, NULL);
+-- 0.7.0 -> 0.8.0: the simulator.
+SELECT ok, remaining, retry_after FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$

@@ -98,6 +98,10 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
 
 }  // namespace
 
+void ApplyStorageRules(LimitConfig* config) {
+  if (config->memory) config->shards = 1;
+}
+
 void InlineConfig(Jsonb* config, LimitConfig* out) {
   const char* bytes = VARDATA_ANY(config);
   int len = VARSIZE_ANY_EXHDR(config);
@@ -178,9 +182,7 @@ void ResolveConfig(LimitCall* call) {
   }
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
-  // Memory keeps one entry per limit, decided exactly: shards are accepted
-  // and unnecessary.
-  if (call->config.memory) call->config.shards = 1;
+  ApplyStorageRules(&call->config);
 }
 
 void CompleteLimitCall(LimitCall* call) {

@@ -8,6 +8,9 @@
 namespace ratelimit_pg {
 
 void InlineConfig(Jsonb* config, LimitConfig* out);
+// A resolved config as calls decide it: a memory limit keeps one entry per
+// limit, decided exactly, so its shards are accepted and ignored (1).
+void ApplyStorageRules(LimitConfig* config);
 
 // A call's config: the key's override, else the inline config (for a
 // defined name only the same limit as the definition: 22023), else the

@@ -11,6 +11,7 @@
 #include "memory_storage.h"
 #include "pending_grants.h"
 #include "shared_tables.h"
+#include "simulation.h"
 #include "stats.h"
 #include "status_view.h"
 
@@ -50,6 +51,7 @@ PG_FUNCTION_INFO_V1(ratelimit_unoverride);
 PG_FUNCTION_INFO_V1(ratelimit_stats_rows);
 PG_FUNCTION_INFO_V1(ratelimit_stats_reset);
 PG_FUNCTION_INFO_V1(ratelimit_headers_keyed);
+PG_FUNCTION_INFO_V1(ratelimit_simulate);
 }
 
 extern "C" {
@@ -102,6 +104,10 @@ Datum ratelimit_stats_reset(PG_FUNCTION_ARGS) {
 }
 Datum ratelimit_headers_keyed(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::HeadersForKey>(fcinfo);
+}
+// 0.8.0's simulator touches no storage: PARALLEL SAFE.
+Datum ratelimit_simulate(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::GuardedParallelSafe<ratelimit_pg::SimulateLimit>(fcinfo);
 }
 
 }  // extern "C"

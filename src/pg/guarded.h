@@ -15,7 +15,7 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-// Every function is PARALLEL UNSAFE: one reached in a parallel operation
+// Every function that touches storage is PARALLEL UNSAFE: one reached in a parallel operation
 // anyway (through a function its author marked PARALLEL SAFE) is refused
 // before it touches anything, as a worker's rollback could not give a
 // memory limit's grant back and its table writes would fail midway.
@@ -30,10 +30,10 @@ inline void RequireNoParallelMode() {
 
 // Runs an entry point's body; a C++ exception (none is expected: the core is
 // noexcept and the adapter holds no C++ objects) becomes a PostgreSQL error
-// raised after the catch block has been left.
+// raised after the catch block has been left. Allowed in a parallel
+// operation: for the PARALLEL SAFE functions, which touch no storage.
 template <Datum (*Body)(FunctionCallInfo)>
-Datum Guarded(FunctionCallInfo fcinfo) {
-  RequireNoParallelMode();
+Datum GuardedParallelSafe(FunctionCallInfo fcinfo) {
   char message[256] = "unknown C++ exception";
   bool failed = false;
   Datum result = 0;
@@ -47,6 +47,14 @@ Datum Guarded(FunctionCallInfo fcinfo) {
   }
   if (failed) ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("ratelimit: %s", message)));
   return result;
+}
+
+// GuardedParallelSafe for a function that touches storage: refused in a
+// parallel operation.
+template <Datum (*Body)(FunctionCallInfo)>
+Datum Guarded(FunctionCallInfo fcinfo) {
+  RequireNoParallelMode();
+  return GuardedParallelSafe<Body>(fcinfo);
 }
 
 }  // namespace ratelimit_pg

@@ -1,7 +1,7 @@
 // The vocabulary every module of the adapter shares: one limit row's
 // identity and one resolved call on one limit. Plain data, trivially
 // destructible, so they may live in frames that ereport (a longjmp skips
-// destructors: see the README's "Code layout").
+// destructors: see "Boundary rules" in docs/internals.md).
 #pragma once
 
 #include <type_traits>

@@ -75,7 +75,7 @@ struct MemoryHeader {
 
 static_assert(std::is_trivially_destructible_v<MemoryKey>);
 static_assert(std::is_trivially_copyable_v<MemoryEntry>);
-// What README says an entry takes: 320 bytes, and dshash's 16-byte item
+// What docs/memory.md says an entry takes: 320 bytes, and dshash's 16-byte item
 // header (scripts/memory-sizing-test.sh measures the whole).
 static_assert(sizeof(MemoryEntry) == 320);
 

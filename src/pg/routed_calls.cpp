@@ -1,9 +1,8 @@
 // The calls the router (ratelimit_proxy 0.7.0) sends to a partition:
-// ratelimit_proxy_limit, _check and _limit_all run ratelimit_limit, _check
-// and _limit_all's code in an internal subtransaction and return an error
-// it raises (a refusal with throws => true, a bad argument, any error a
-// caller can provoke) as data: its SQLSTATE, message, detail and hint,
-// which the router raises again. PL/Proxy closes its connection to a
+// ratelimit_proxy_limit, _check and _limit_all (and 0.8.0's _simulate) run
+// ratelimit_limit, _check and _limit_all's (_simulate's) code in an internal subtransaction and return an
+// error it raises (a refusal with throws => true, a bad argument, any error a caller can provoke) as data:
+// its SQLSTATE, message, detail and hint, which the router raises again. PL/Proxy closes its connection to a
 // partition whenever the remote statement fails; returned as data, the
 // error costs no reconnect. The rollback of the subtransaction undoes what
 // the failed call did (row writes; memory grants through pending_grants'
@@ -18,6 +17,7 @@
 #include "fn_args.h"
 #include "functions.h"
 #include "routed_calls.h"
+#include "simulation.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -46,6 +46,7 @@ struct RoutedCall {
   LimitCall* calls;
   Decision* decisions;
   int count;
+  ratelimit::Arrival* arrivals;  // ratelimit_simulate's
 };
 
 // PL/Proxy sends no settings: the router sends its session's
@@ -69,6 +70,12 @@ void MakeRoutedCall(void* context) {
     call->count = DecideLimitAll(call->fcinfo, &call->calls, &call->decisions);
   else
     call->decision = DecideLimitOrCheck(call->fcinfo, call->consume);
+}
+
+// The simulation, as ratelimit_simulate makes it.
+void MakeSimulation(void* context) {
+  auto* call = static_cast<RoutedCall*>(context);
+  call->count = SimulateFromArgs(call->fcinfo, &call->arrivals, &call->decisions);
 }
 
 // Runs step in an internal subtransaction (subtransaction.cpp's pattern,
@@ -172,6 +179,31 @@ Datum RoutedLimitAll(FunctionCallInfo fcinfo) {
   return static_cast<Datum>(0);
 }
 
+// A simulation needs no subtransaction to be undone (it writes nothing),
+// only to catch its error: the same pattern as the other calls.
+Datum RoutedSimulate(FunctionCallInfo fcinfo) {
+  RoutedCall call{};
+  call.fcinfo = fcinfo;
+  ErrorData* error = CatchError(MakeSimulation, &call);
+  TupleDesc desc;
+  Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
+  RequireColumns(desc, kSimulatedColumns + kErrorColumns);
+  Datum values[kSimulatedColumns + kErrorColumns] = {};
+  bool nulls[kSimulatedColumns + kErrorColumns];
+  if (error != nullptr) {
+    for (bool& null : nulls) null = true;
+    EncodeError(error, values + kSimulatedColumns, nulls + kSimulatedColumns);
+    tuplestore_putvalues(store, desc, values, nulls);
+    return static_cast<Datum>(0);
+  }
+  for (int i = 0; i < call.count; ++i) {
+    EncodeSimulated(call.arrivals[i], call.decisions[i], values, nulls);
+    EncodeError(nullptr, values + kSimulatedColumns, nulls + kSimulatedColumns);
+    tuplestore_putvalues(store, desc, values, nulls);
+  }
+  return static_cast<Datum>(0);
+}
+
 }  // namespace ratelimit_pg
 
 extern "C" {
@@ -179,6 +211,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(ratelimit_proxy_limit);
 PG_FUNCTION_INFO_V1(ratelimit_proxy_check);
 PG_FUNCTION_INFO_V1(ratelimit_proxy_limit_all);
+PG_FUNCTION_INFO_V1(ratelimit_proxy_simulate);
 
 Datum ratelimit_proxy_limit(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::RoutedLimit>(fcinfo);
@@ -188,6 +221,9 @@ Datum ratelimit_proxy_check(PG_FUNCTION_ARGS) {
 }
 Datum ratelimit_proxy_limit_all(PG_FUNCTION_ARGS) {
   return ratelimit_pg::Guarded<ratelimit_pg::RoutedLimitAll>(fcinfo);
+}
+Datum ratelimit_proxy_simulate(PG_FUNCTION_ARGS) {
+  return ratelimit_pg::Guarded<ratelimit_pg::RoutedSimulate>(fcinfo);
 }
 
 }  // extern "C"

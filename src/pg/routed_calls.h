@@ -18,5 +18,9 @@ Datum RoutedCheck(FunctionCallInfo fcinfo);
 // ratelimit_proxy_limit_all(limits, throws, error_format): ratelimit_limit_all's
 // rows with the error's fields (NULL), or one row of NULLs and the error.
 Datum RoutedLimitAll(FunctionCallInfo fcinfo);
+// ratelimit_proxy_simulate(config, arrivals, counts, name, key):
+// ratelimit_simulate's rows with the error's fields (NULL), or one row of
+// NULLs and the error.
+Datum RoutedSimulate(FunctionCallInfo fcinfo);
 
 }  // namespace ratelimit_pg

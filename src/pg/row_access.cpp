@@ -466,7 +466,7 @@ StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode
 // defaults) runs here as the calling role, in the caller's settings, as it
 // would if the caller wrote the table itself: never as the owner, so the
 // caller's temporary schema or settings can redirect it to nothing the
-// caller could not do anyway (README, Security).
+// caller could not do anyway (docs/security.md).
 bool UpdateRowDirect(const StateTable& table, const ItemPointerData& tid, const RowWrite& row, bool locked) {
   RowWriter w;
   BeginRowWrite(table, &w, false, false);

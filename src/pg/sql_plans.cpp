@@ -241,7 +241,7 @@ namespace {
                  "inheritance child of the owner's that the statement would run; role \"%s\" does not "
                  "have the owner's privileges.",
                  name, GetUserNameFromId(GetUserId(), false)),
-       errhint("See the README's Security section: drop what the statement would run, or call as the "
+       errhint("See docs/security.md: drop what the statement would run, or call as the "
                "owner.")));
   pg_unreachable();
 }

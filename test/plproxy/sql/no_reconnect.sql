@@ -1,10 +1,10 @@
 -- A flood of errors through the router costs no partition connection: the
--- partition returns the error of ratelimit_limit, ratelimit_check and
--- ratelimit_limit_all as data and the router raises it, with the SQLSTATE,
--- message, detail and hint one node raises. Before ratelimit_proxy 0.7.0
--- each of these calls made PL/Proxy drop its connection ("NOTICE: PL/Proxy:
--- dropping stale conn", which pg_regress would show here) and open a new
--- partition backend. The partitions' clocks are frozen at 2026-01-01
+-- partition returns the error of ratelimit_limit, ratelimit_check,
+-- ratelimit_limit_all and ratelimit_simulate as data and the router raises
+-- it, with the SQLSTATE, message, detail and hint one node raises. Before
+-- ratelimit_proxy 0.7.0 each of these calls made PL/Proxy drop its
+-- connection ("NOTICE: PL/Proxy: dropping stale conn", which pg_regress
+-- would show here) and open a new partition backend. The partitions' clocks are frozen at 2026-01-01
 -- 00:00:00+00.
 \set cfg '{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
 
@@ -45,7 +45,11 @@ INSERT INTO calls VALUES
   ('null name', 'd', $$SELECT ratelimit_limit(NULL, 'd', '{"kind": "token bucket", "rate": 1, "period": 1000}')$$, NULL),
   ('not defined', 'a', $$SELECT ratelimit_limit('flood undefined', 'a')$$, NULL),
   ('bad error format', 'a', $$SELECT ratelimit_limit('flood', 'a', '{"kind": "token bucket", "rate": 1, "period": "3650 days"}', throws => true)$$, 'bogus'),
-  ('limit_all bad element', 'a', $$SELECT ratelimit_limit_all('[{"name": "flood", "key": "a", "kee": "c"}]')$$, NULL);
+  ('limit_all bad element', 'a', $$SELECT ratelimit_limit_all('[{"name": "flood", "key": "a", "kee": "c"}]')$$, NULL),
+  ('simulate out of order', 'a', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$, NULL),
+  ('simulate count never fits', 'b', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', '{2}')$$, NULL),
+  ('simulate null arrival', 'c', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{NULL}')$$, NULL),
+  ('simulate sharded', 'd', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 8, "period": 1000, "shards": 4}', '{2026-01-01}')$$, NULL);
 CREATE TEMP TABLE outcomes AS
 SELECT c.what, g, e.* FROM calls AS c, generate_series(1, 20) AS g, LATERAL error_of(c.statement, c.error_format) AS e;
 SELECT what, state, count(*) AS calls, count(DISTINCT (message, detail, hint)) AS distinct_errors
@@ -65,7 +69,7 @@ FROM calls AS c JOIN outcomes AS o ON o.what = c.what AND o.g = 1,
      LATERAL partition_error_of('flood', c.key, c.statement, c.error_format) AS p
 ORDER BY c.what;
 
--- 240 errors later: the same partition backends, and no new session on any partition.
+-- 320 errors later: the same partition backends, and no new session on any partition.
 SELECT b.db, a.pid = b.pid AS same_backend, a.sessions - b.sessions AS new_sessions
 FROM before AS b JOIN partition_sessions() AS a USING (db) ORDER BY b.db;
 -- Nothing was consumed by the refused calls.
