@@ -6,7 +6,8 @@
 # login, 25006 of a table limit in a READ ONLY transaction), and the
 # answers that do not depend on the real clock, compared with
 # test/demo/expected.txt: the three algorithms' rows of dots and their
-# counts (test clock), the shadow mode's stats, the override, the memory
+# counts (ratelimit_simulate), every one of those answers the same through
+# ratelimit_limit with the test clock, the shadow mode's stats, the override, the memory
 # limit's grants inside the READ ONLY transaction and its value after the
 # rollback. Needs the extension installed (make install).
 set -euo pipefail

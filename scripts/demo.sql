@@ -72,36 +72,25 @@ FROM ratelimit_status ORDER BY name, key NULLS FIRST, shard;
 
 \echo '\n━━ 2. One burst, three algorithms (the smudge.ai article''s picture)\n'
 \echo 'The same traffic against 5 requests per 10 seconds: a burst of one request every half second'
-\echo 'for 5 seconds across a window''s edge (t = 10 s), then one every 2 seconds. Every dot is a real'
-\echo 'ratelimit_limit call, made with the test clock (ratelimit.now) set to the request''s arrival.\n'
+\echo 'for 5 seconds across a window''s edge (t = 10 s), then one every 2 seconds. ratelimit_simulate'
+\echo 'answers each arrival as ratelimit_limit would for a new key with the clock at that arrival,'
+\echo 'and stores nothing:'
 \set ECHO none
--- Each arrival's answer: ratelimit_limit of a fresh name with the clock set
--- to the arrival; the name is reset afterwards and not counted in the stats.
-CREATE FUNCTION pg_temp.decide(name text, config jsonb, arrivals timestamptz[])
-RETURNS TABLE (at timestamptz, ok boolean) LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM set_config('ratelimit.track_stats', 'off', true);
-  FOREACH at IN ARRAY arrivals LOOP
-    PERFORM set_config('ratelimit.now', at::text, true);
-    ok := (ratelimit_limit(name, NULL, config)).ok;
-    RETURN NEXT;
-  END LOOP;
-  PERFORM ratelimit_reset(name);
-  PERFORM set_config('ratelimit.now', '', true);
-  PERFORM set_config('ratelimit.track_stats', 'on', true);
-END $$;
--- The burst: seconds after t0 (a window edge, as the configs' "start").
+-- The burst: seconds after t0, a window edge (the window configs' "start").
 CREATE TEMP TABLE burst AS
 SELECT '2026-01-01 00:00:00+00'::timestamptz + make_interval(secs => s) AS at
 FROM unnest(ARRAY(SELECT 7.5 + i * 0.5 FROM generate_series(0, 10) AS i)
             || ARRAY(SELECT 16 + i * 2 FROM generate_series(0, 6) AS i)) AS s;
+\set ECHO queries
 CREATE TEMP TABLE picture AS
-SELECT pos, algorithm, d.at, d.ok
+SELECT pos, algorithm, config, s.at, s.ok
 FROM (VALUES (1, 'token bucket', '{"kind": "token bucket", "rate": 5, "period": "10 seconds"}'::jsonb),
-             (2, 'fixed window', '{"kind": "fixed window", "rate": 5, "period": "10 seconds", "start": "2026-01-01 00:00:00+00"}'),
-             (3, 'sliding window', '{"kind": "sliding window", "rate": 5, "period": "10 seconds", "start": "2026-01-01 00:00:00+00"}'))
+             (2, 'fixed window', '{"kind": "fixed window", "rate": 5, "period": "10 seconds", "start": "2026-01-01"}'),
+             (3, 'sliding window', '{"kind": "sliding window", "rate": 5, "period": "10 seconds", "start": "2026-01-01"}'))
        AS algorithms (pos, algorithm, config),
-     LATERAL pg_temp.decide('demo: ' || algorithm, config, ARRAY(SELECT at FROM burst ORDER BY at)) AS d;
+     LATERAL ratelimit_simulate(config, ARRAY(SELECT at FROM burst ORDER BY at)) AS s;
+\echo
+\set ECHO none
 \pset format unaligned
 \pset tuples_only on
 -- One column per half second over 30 s; a window's edge (every 10 s) is a
@@ -139,6 +128,30 @@ SELECT algorithm, count(*) FILTER (WHERE ok) AS allowed, count(*) FILTER (WHERE 
                     WHERE w.pos = p.pos AND w.ok AND w.at >= s.at AND w.at < s.at + interval '10 seconds'))
         FROM picture AS s WHERE s.pos = p.pos) AS "most in any 10 s"
 FROM picture AS p GROUP BY pos, algorithm ORDER BY pos;
+-- Each arrival again through ratelimit_limit itself, with the test clock
+-- (ratelimit.now) at the arrival, for a name used nowhere else (reset after,
+-- not counted in the stats).
+CREATE FUNCTION pg_temp.limit_at(name text, config jsonb, arrivals timestamptz[])
+RETURNS TABLE (at timestamptz, ok boolean) LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('ratelimit.track_stats', 'off', true);
+  FOREACH at IN ARRAY arrivals LOOP
+    PERFORM set_config('ratelimit.now', at::text, true);
+    ok := (ratelimit_limit(name, NULL, config)).ok;
+    RETURN NEXT;
+  END LOOP;
+  PERFORM ratelimit_reset(name);
+  PERFORM set_config('ratelimit.now', '', true);
+  PERFORM set_config('ratelimit.track_stats', 'on', true);
+END $$;
+\echo '\nThe real limit agrees: each request again through ratelimit_limit, the test clock'
+\echo '(ratelimit.now) set to its arrival:'
+SELECT p.algorithm, count(*) AS requests, count(*) FILTER (WHERE p.ok = l.ok) AS same_answer
+FROM (SELECT DISTINCT pos, algorithm, config FROM picture) AS a,
+     LATERAL pg_temp.limit_at('demo: ' || a.algorithm, a.config, ARRAY(SELECT at FROM burst ORDER BY at)) AS l,
+     picture AS p
+WHERE p.pos = a.pos AND p.at = l.at
+GROUP BY a.pos, p.algorithm ORDER BY a.pos;
 \set ECHO queries
 
 \echo '\n━━ 3. Limits as data: a definition, a key''s override, shadow mode\n'
