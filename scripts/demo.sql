@@ -193,3 +193,6 @@ SELECT round(value::numeric, 2) AS left_inside_transaction FROM ratelimit_value(
 \echo '\n== The transaction rolls back, and the memory limit gets its 3 attempts back'
 ROLLBACK;
 SELECT round(value::numeric, 2) AS left_after_rollback FROM ratelimit_value('login', 'alice@example.com');
+
+\echo '\nTo play with the three algorithms in a browser, against this extension: the example HTTP'
+\echo 'service''s playground, GET /playground (examples/http-api/README.md).'
