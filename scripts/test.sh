@@ -22,6 +22,7 @@
 #     promtool on the example alerts (scripts/metrics-test.sh)  x   -   -
 #   the playground page in headless chromium, driven by
 #     playwright-core (scripts/playground-test.sh)              x   -   -
+#   the main job's demo, its output checked (demo-test.sh)      x   -   -
 #
 # 15 is the host's server; each other supported major (RATELIMIT_MAJORS,
 # default "17 18"; empty skips them) runs in a chroot of the Debian suite
@@ -93,6 +94,9 @@ record $rc "make installcheck"
 
 echo "== ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
 stage "stats with shared memory" scripts/stats-test.sh
+
+echo "== the main job's demo on a preloaded cluster of its own, its output checked (scripts/demo-test.sh)"
+stage "demo" scripts/demo-test.sh
 
 echo "== memory limits with shared_preload_libraries, their own clusters: regression, isolation, contention, restarts, a hot standby (scripts/memory-test.sh)"
 stage "memory limits" scripts/memory-test.sh
