@@ -5,8 +5,9 @@
 # ratelimit_proxy: the router side over PL/Proxy (SQL only, no library).
 EXTENSION = ratelimit ratelimit_proxy
 MODULE_big = ratelimit
-# Every source file of the core and the adapter (one module per file).
-OBJS = $(patsubst %.cpp,%.o,$(sort $(wildcard src/core/*.cpp src/pg/*.cpp)))
+# Every source file of the core and the adapter (src/pg's folders by layer:
+# docs/internals.md, "Code layout").
+OBJS = $(patsubst %.cpp,%.o,$(sort $(shell find src/core src/pg -name '*.cpp')))
 DATA = $(wildcard sql/ratelimit--*.sql) $(wildcard sql/ratelimit_proxy--*.sql)
 
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/ratelimit--% sql/ratelimit_proxy--%,$(sort $(wildcard sql/*.sql))))
@@ -14,9 +15,16 @@ REGRESS_OPTS = --inputdir=. --load-extension=ratelimit
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
 
-PG_CPPFLAGS = -Isrc/core
-PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
+# The adapter's includes name their folder: "storage/table/row_access.h".
+PG_CPPFLAGS = -Isrc/core -Isrc/pg
+PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++
+
+# The adapter (src/pg) is built without C++ exceptions: none of its code
+# may throw or catch (a C++ exception crossing PostgreSQL's C frames would
+# crash the backend), and the compiler enforces it. The core keeps them:
+# its noexcept boundary catches everything and returns a Status.
+$(filter src/pg/%,$(OBJS)): override CXXFLAGS += -fno-exceptions
 
 # No LLVM bitcode: JIT inlining of this module buys nothing, and it would
 # need a clang matching the server's LLVM.
@@ -30,7 +38,7 @@ include $(PGXS)
 override CPPFLAGS := $(patsubst -I$(includedir_server),-isystem $(includedir_server),$(CPPFLAGS))
 
 # PGXS does not track header dependencies: rebuild every object when a header changes.
-$(OBJS): $(wildcard src/core/*.h src/pg/*.h)
+$(OBJS): $(shell find src/core src/pg -name '*.h')
 
 # The module is linked with unresolved symbols allowed (the server provides
 # them at load time), so a function of the extension's own that is declared

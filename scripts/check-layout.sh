@@ -1,38 +1,134 @@
 #!/usr/bin/env bash
-# Checks the source layout the README's "Code layout" describes:
-#   - every src/core and src/pg module x.cpp has its header x.h (the entry
-#     points, which nothing calls, excepted);
+# Checks the source layout docs/internals.md's "Code layout" describes:
+#   - every src/core and src/pg module x.cpp has its header: x.h beside it,
+#     or, for a module spread over files (pgvector's hnswbuild.c, hnswscan.c
+#     behind hnsw.h), the header of its first word, prefix.h for
+#     prefix_part.cpp (the entry points, which nothing calls, excepted);
+#   - src/pg's files live in its layer folders, and every include of the
+#     adapter's own names its folder ("storage/table/row_access.h"); no such
+#     path is also a PostgreSQL server header's (both are found with
+#     "...", so one would hide the other);
 #   - in every src/pg file, C++ standard headers (<...>) come before the
 #     project's ("..."), which bring PostgreSQL's in (STYLE: C++ first);
 #   - no two modules of src/pg depend on each other, directly or through
 #     others: the graph "x.cpp or x.h includes y.h" (y another module) has
 #     no cycle;
+#   - no two layer folders depend on each other, and none includes a folder
+#     above it in the layer order
+#       support < shmem < storage < config < decide < api
+#     (storage/table and storage/memory are storage's: neither includes the
+#     other, and above storage only storage/storage.h, which picks a storage,
+#     storage/seam.h, the interface, storage/row_codec.h, the rows, and
+#     storage/table/sql_plans.h, the SQL statements the config tables'
+#     lookups run too, are included; storage.cpp alone picks a storage);
 #   - every name or key an error quotes with %.*s is cut by the one echo
 #     helper, EchoLength (errors.h): a statement of src/pg with n %.*s in its
 #     strings calls EchoLength( at least n times, so no raw cut such as
 #     std::min(len, 64) can end a message in half a multibyte character.
-# Prints what is wrong and exits 1; needs only coreutils (tsort) and perl.
+# Prints what is wrong and exits 1; needs only coreutils (tsort) and perl
+# (and pg_config, if on PATH or given as PG_CONFIG, for the name clash).
+# CHECK_LAYOUT_ROOT=dir checks a copy of the tree (the self-test).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "${CHECK_LAYOUT_ROOT:-$(dirname "$0")/..}"
+
+ORDER="support < shmem < storage < config < decide < api"
+read -r -a LAYERS <<<"${ORDER//</}"
+# What, above src/pg/storage, may be included from inside it.
+STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"
 
 status=0
-for cpp in src/core/*.cpp src/pg/*.cpp; do
-  base=${cpp%.cpp}
-  [ "$cpp" = src/pg/entry_points.cpp ] && continue
-  if [ ! -f "$base.h" ]; then
-    echo "check-layout: $cpp has no header $base.h" >&2
-    status=1
+fail() {
+  echo "check-layout: $*" >&2
+  status=1
+}
+
+mapfile -t pg_cpp < <(find src/pg -name '*.cpp' | sort)
+mapfile -t pg_files < <(find src/pg -name '*.cpp' -o -name '*.h' | sort)
+
+# The folder a src/pg file belongs to: its first path component.
+layer_of() {
+  local rel=${1#src/pg/}
+  echo "${rel%%/*}"
+}
+rank_of() {
+  local i
+  for i in "${!LAYERS[@]}"; do [ "${LAYERS[$i]}" = "$1" ] && echo "$i" && return; done
+  echo -1
+}
+
+for file in "${pg_files[@]}"; do
+  rel=${file#src/pg/}
+  if [ "$rel" = "${rel%%/*}" ] || [ "$(rank_of "$(layer_of "$file")")" -lt 0 ]; then
+    fail "$file is not in a layer folder (${LAYERS[*]})"
   fi
 done
 
-for file in src/pg/*.cpp src/pg/*.h; do
-  late=$(awk '/^#include "/ { project = 1 } /^#include </ { if (project) print FILENAME ":" FNR ": " $0 }' "$file")
-  if [ -n "$late" ]; then
-    echo "check-layout: a C++ header after the project's (which include PostgreSQL's):" >&2
-    echo "$late" >&2
-    status=1
-  fi
+for cpp in src/core/*.cpp "${pg_cpp[@]}"; do
+  base=${cpp%.cpp}
+  [ "$cpp" = src/pg/api/entry_points.cpp ] && continue
+  [ -f "$base.h" ] && continue
+  name=$(basename "$base")
+  [ "$name" != "${name%%_*}" ] && [ -f "$(dirname "$cpp")/${name%%_*}.h" ] && continue
+  fail "$cpp has no header $base.h (nor $(dirname "$cpp")/${name%%_*}.h)"
 done
+
+for file in "${pg_files[@]}"; do
+  late=$(awk '/^#include "/ { project = 1 } /^#include </ { if (project) print FILENAME ":" FNR ": " $0 }' "$file")
+  [ -z "$late" ] || fail "a C++ header after the project's (which include PostgreSQL's):"$'\n'"$late"
+done
+
+# Every include of the adapter's own headers, as "file header" lines; a
+# quoted include naming a header of src/pg by its bare name is an error.
+includes=$(mktemp)
+edges=$(mktemp)
+folder_edges=$(mktemp)
+trap 'rm -f "$includes" "$edges" "$folder_edges" "$edges.err"' EXIT
+for file in "${pg_files[@]}"; do
+  { grep -o '^#include "[^"]*"' "$file" || true; } | sed 's/^#include "\(.*\)"$/\1/' | while read -r header; do
+    if [ -f "src/pg/$header" ]; then
+      echo "$file src/pg/$header"
+    elif [ "$header" = "${header#*/}" ] && [ -n "$(find src/pg -name "$header" -print -quit)" ]; then
+      echo "BARE $file $header"
+    fi
+  done
+done >"$includes"
+while read -r _ file header; do
+  fail "$file includes \"$header\" without its folder"
+done < <(grep '^BARE ' "$includes" || true)
+sed -i '/^BARE /d' "$includes"
+
+pg_config=${PG_CONFIG:-$(command -v pg_config || true)}
+if [ -n "$pg_config" ] && server=$("$pg_config" --includedir-server 2>/dev/null); then
+  for file in "${pg_files[@]}"; do
+    [ "${file%.h}" != "$file" ] || continue
+    [ ! -f "$server/${file#src/pg/}" ] || fail "$file has the path of PostgreSQL's $server/${file#src/pg/}"
+  done
+fi
+
+# Layers: folder edges, no folder reaching up, storage's own rules.
+while read -r file header; do
+  from=$(layer_of "$file")
+  to=$(layer_of "$header")
+  [ "$from" = "$to" ] || echo "$from $to" >>"$folder_edges"
+  if [ "$(rank_of "$to")" -gt "$(rank_of "$from")" ]; then
+    fail "$file ($from) includes $header ($to): a layer above it ($ORDER)"
+  fi
+  h=${header#src/pg/}
+  f=${file#src/pg/}
+  case "$f" in
+    storage/table/*) [[ "$h" != storage/memory/* ]] || fail "$file (the table storage) includes the memory storage's $h" ;;
+    storage/memory/*) [[ "$h" != storage/table/* ]] || fail "$file (the memory storage) includes the table storage's $h" ;;
+    storage/storage.cpp) ;;
+    storage/*) [[ "$h" != storage/*/* ]] || fail "$file includes a storage's own $h: storages are reached through storage.h" ;;
+    *) [[ " $STORAGE_OPEN " == *" $h "* || "$h" != storage/* ]] ||
+      fail "$file includes $h: above src/pg/storage only $STORAGE_OPEN" ;;
+  esac
+done <"$includes"
+sort -u "$folder_edges" -o "$folder_edges"
+for layer in "${LAYERS[@]}"; do echo "$layer $layer"; done >>"$folder_edges"
+if ! tsort "$folder_edges" >/dev/null 2>"$edges.err"; then
+  fail "the layer folders of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
+fi
 
 # Comments and character literals blanked, each string literal reduced to
 # one \001 per %.*s it holds, statements split at ';'.
@@ -50,29 +146,63 @@ unechoed=$(perl -0777 -ne '
       print "$ARGV:$at: $quoted %.*s, $echoed EchoLength\n";
     }
     $line += ($statement =~ tr/\n//);
-  }' src/pg/*.cpp)
-if [ -n "$unechoed" ]; then
-  echo "check-layout: a name or key quoted with %.*s but not cut by EchoLength (errors.h):" >&2
-  echo "$unechoed" >&2
-  status=1
+  }' "${pg_cpp[@]}")
+[ -z "$unechoed" ] || fail "a name or key quoted with %.*s but not cut by EchoLength (errors.h):"$'\n'"$unechoed"
+
+# Modules: a module is a .cpp and its header (x.h, or prefix.h for
+# prefix_part.cpp); an edge from each to every module whose header it
+# includes. A header without a .cpp (a module of types only) is no node.
+module_of() {
+  local file=$1 base
+  base=${file%.*}
+  if [ -f "$base.cpp" ]; then
+    echo "${base#src/pg/}"
+  elif [ "${file%.h}" != "$file" ] && [ -n "$(find "$(dirname "$file")" -maxdepth 1 -name "$(basename "$base")_*.cpp" -print -quit)" ]; then
+    echo "${base#src/pg/}"
+  fi
+}
+while read -r file header; do
+  from=$(module_of "$file")
+  if [ -z "$from" ] && [ "${file%.cpp}" != "$file" ]; then from=${file#src/pg/}; fi
+  name=$(basename "${file%.*}")
+  if [ "${file%.cpp}" != "$file" ] && [ ! -f "${file%.cpp}.h" ] && [ "$name" != "${name%%_*}" ] &&
+    [ -f "$(dirname "$file")/${name%%_*}.h" ]; then
+    from=${file#src/pg/}
+    from="$(dirname "$from")/${name%%_*}"
+  fi
+  to=$(module_of "$header")
+  [ -n "$from" ] && [ -n "$to" ] || continue
+  echo "$from $from" >>"$edges"
+  [ "$from" = "$to" ] || echo "$from $to" >>"$edges"
+done <"$includes"
+if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
+  fail "modules of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
 fi
 
-edges=$(mktemp)
-trap 'rm -f "$edges"' EXIT
-for cpp in src/pg/*.cpp; do
-  module=$(basename "$cpp" .cpp)
-  echo "$module $module" >>"$edges"
-  sources=("$cpp")
-  if [ -f "src/pg/$module.h" ]; then sources+=("src/pg/$module.h"); fi
-  cat "${sources[@]}" | grep -o '^#include "[a-z_]*\.h"' | sed 's/^#include "\(.*\)\.h"$/\1/' | while read -r header; do
-    if [ "$header" != "$module" ] && [ -f "src/pg/$header.cpp" ]; then echo "$module $header"; fi
-  done >>"$edges"
-done
-if ! tsort "$edges" >/dev/null 2>"$edges.err"; then
-  echo "check-layout: modules of src/pg depend on each other in a cycle:" >&2
-  cat "$edges.err" >&2
-  status=1
-fi
-rm -f "$edges.err"
-[ $status -eq 0 ] && echo "check-layout: $(ls src/core/*.cpp src/pg/*.cpp | wc -l) modules, each with its header; no dependency cycle; every %.*s cut by EchoLength"
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); every %.*s cut by EchoLength"
+[ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
+
+# The check can fail: each of these plants, in a copy of src/, must be found.
+copy=$(mktemp -d)
+trap 'rm -rf "$copy" "$includes" "$edges" "$folder_edges" "$edges.err"' EXIT
+plant() {
+  local what=$1 file=$2 line=$3 expect=$4
+  rm -rf "$copy/src" && cp -r src "$copy/src"
+  mkdir -p "$(dirname "$copy/$file")" && echo "$line" >>"$copy/$file"
+  if out=$(CHECK_LAYOUT_ROOT=$copy "$0" 2>&1); then
+    echo "check-layout: the self-test's $what was not found" >&2
+    status=1
+  elif ! grep -q -- "$expect" <<<"$out"; then
+    echo "check-layout: the self-test's $what was not reported as \"$expect\":"$'\n'"$out" >&2
+    status=1
+  fi
+}
+plant "layer reaching up" src/pg/support/clock.h '#include "api/functions.h"' "a layer above it"
+plant "include without its folder" src/pg/shmem/stats.cpp '#include "clock.h"' "without its folder"
+plant "file outside the layers" src/pg/stray.h '#pragma once' "not in a layer folder"
+plant "storage reached past the seam" src/pg/decide/decide.cpp '#include "storage/memory/memory_storage.h"' "above src/pg/storage only"
+plant "table storage reaching the memory one" src/pg/storage/table/row_codec_x.h '#include "storage/memory/memory_storage.h"' "includes the memory storage"
+plant "module cycle" src/pg/support/clock.h '#include "support/errors.h"' "in a cycle"
+plant "raw %.*s" src/pg/support/clock.cpp 'void F() { elog(LOG, "%.*s", 3, "abc"); }' "EchoLength"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 7 planted faults were each found"
 exit $status

@@ -12,7 +12,7 @@ if [ -z "${RATELIMIT_CHROOT:-}" ] || [ -z "${PG_BINDIR:-}" ]; then
 fi
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
                     cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer
-                    postgresql-$PG_MAJOR-plproxy)
+                    postgresql-$PG_MAJOR-plproxy prometheus-postgres-exporter curl chromium)
 
 # Installs the Debian packages the build and tests need, if any is missing.
 ensure_packages() {
@@ -28,13 +28,18 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Builds the extension with PGXS and installs it into the server's directories.
+# Builds the extension with PGXS and installs it into the server's directories:
+# the pg_config in PATH (the system's PostgreSQL), or PG_CONFIG when set; with
+# RATELIMIT_PG_BINDIR (a relocated copy, above), that copy's pg_config, so a
+# developer's run never installs into the system's server.
 build_and_install_extension() {
   echo "== building and installing the extension"
-  make -s -j2
+  local make_args=()
+  [ -n "${RATELIMIT_PG_BINDIR:-}" ] && make_args+=("PG_CONFIG=$RATELIMIT_PG_BINDIR/pg_config")
+  make -s -j2 "${make_args[@]}"
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo make -s install
+  $sudo make -s install "${make_args[@]}"
 }
 
 # The OS user the throwaway cluster runs as (PostgreSQL refuses root).
@@ -197,10 +202,13 @@ cluster_server_running() {
   as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" status >/dev/null 2>&1
 }
 
-# Stops the throwaway cluster (if started) and removes its directory.
+# Stops the throwaway cluster (if started) and removes its directory (also
+# when start_cluster was interrupted before initdb had made the data).
 stop_cluster() {
-  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR" ] || return 0
+  if [ -d "$CLUSTER_DIR/data" ]; then
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
   # A backend under valgrind (bench/profile.sh) may still be writing its
   # output for a moment after the server stopped.
   local try
@@ -278,7 +286,7 @@ memcheck_errors_in_extension() {
     /^==[0-9]+== *$/ { if (ours) { print rec; n++ } rec = ""; ours = 0; next }
     /^==[0-9]+==/ {
       rec = rec $0 "\n"
-      if ($0 ~ /(at|by) 0x[0-9A-F]+: / && ($0 ~ /\/src\/(core|pg)\/[A-Za-z0-9_]+\.(cpp|h):[0-9]+\)/ || $0 ~ /ratelimit\.so\)/)) ours = 1
+      if ($0 ~ /(at|by) 0x[0-9A-F]+: / && ($0 ~ /\/src\/(core|pg)\/([A-Za-z0-9_]+\/)*[A-Za-z0-9_]+\.(cpp|h):[0-9]+\)/ || $0 ~ /ratelimit\.so\)/)) ours = 1
     }
     END { if (ours) { print rec; n++ } exit n > 0 }' "$CLUSTER_DIR"/valgrind.*.log) && return 0
   echo "memcheck reported errors in the extension's code:"

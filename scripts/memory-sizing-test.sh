@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Checks README's shared-memory numbers for memory limits against
+# Checks the shared-memory numbers docs/memory.md gives for memory limits against
 # pg_shmem_allocations: three clusters of their own, one without the
 # preload, one with shared_preload_libraries = 'ratelimit' at the default
 # ratelimit.memory_max_keys (10,000) and one at 1,000,000. The extension's
 # share is its rows (named 'ratelimit%'), which must be all that the preload
-# adds (every other row the same within 1 %). README's sentence "about N MB
+# adds (every other row the same within 1 %). docs/memory.md's sentence "about N MB
 # with the default and about M MB for 1,000,000 keys (…about B bytes per
 # key…)" (MB: 2^20 bytes) fails the test if a number is off by more than
 # 20 %; the test prints what to write.
@@ -34,21 +34,24 @@ shmem_bytes() {
   stop_cluster
 }
 
-# The number README gives in the sentence matched by $1 (a sed -E pattern
-# whose group 1 is the number), without thousands separators.
-readme_number() {
-  sed -nE "s/.*$1.*/\\1/p" README.md | tr -d ',' | head -1
+# The document that gives the numbers ("Sizing" in the memory limits' page).
+SIZING_DOC=docs/memory.md
+
+# The number $SIZING_DOC gives in the sentence matched by $1 (a sed -E
+# pattern whose group 1 is the number), without thousands separators.
+doc_number() {
+  sed -nE "s/.*$1.*/\\1/p" "$SIZING_DOC" | tr -d ',' | head -1
 }
 
-# Fails unless README's number $2 is within 20 % of the measured $3 ($1
-# names it; $4: what README should say).
+# Fails unless the document's number $2 is within 20 % of the measured $3
+# ($1 names it; $4: what the document should say).
 within_20_percent() {
   if [ -z "$2" ]; then
-    fail "README.md has no number for $1 (write: $4)"
+    fail "$SIZING_DOC has no number for $1 (write: $4)"
   elif ! awk -v r="$2" -v m="$3" 'BEGIN { exit !(r >= 0.8 * m && r <= 1.2 * m) }'; then
-    fail "README.md says $2 for $1, measured $3: more than 20 % off (write: $4)"
+    fail "$SIZING_DOC says $2 for $1, measured $3: more than 20 % off (write: $4)"
   else
-    echo "ok - README's $1 ($2) is within 20 % of the measured $3"
+    echo "ok - $SIZING_DOC's $1 ($2) is within 20 % of the measured $3"
   fi
 }
 
@@ -69,13 +72,13 @@ million_mb=$(mb "$million_ext")
 per_key=$(awk -v a="$default_ext" -v b="$million_ext" 'BEGIN { printf "%.0f", (b - a) / 990000 }')
 echo "# measured: $default_ext bytes (${default_mb} MB) at memory_max_keys = 10000," \
   "$million_ext bytes (${million_mb} MB) at 1000000: $per_key bytes per key"
-echo "# README.md should say: \"about $per_key bytes per key\", \"about $default_mb MB with the default\"," \
+echo "# $SIZING_DOC should say: \"about $per_key bytes per key\", \"about $default_mb MB with the default\"," \
   "\"about $million_mb MB for 1,000,000 keys\""
 
-within_20_percent "shared memory at the default" "$(readme_number 'about ([0-9,.]+) MB with the default')" "$default_mb" \
+within_20_percent "shared memory at the default" "$(doc_number 'about ([0-9,.]+) MB with the default')" "$default_mb" \
   "about $default_mb MB with the default"
-within_20_percent "shared memory for 1,000,000 keys" "$(readme_number 'about ([0-9,.]+) MB for 1,000,000 keys')" "$million_mb" \
+within_20_percent "shared memory for 1,000,000 keys" "$(doc_number 'about ([0-9,.]+) MB for 1,000,000 keys')" "$million_mb" \
   "about $million_mb MB for 1,000,000 keys"
-within_20_percent "shared memory per key" "$(readme_number 'about ([0-9,]+) bytes per key')" "$per_key" \
+within_20_percent "shared memory per key" "$(doc_number 'about ([0-9,]+) bytes per key')" "$per_key" \
   "about $per_key bytes per key"
 exit $failed

@@ -23,7 +23,7 @@
 #     partition, definitions on every partition, overrides on the key's,
 #     headers by key, ratelimit_status gathered, SQLSTATEs such as PT429 and
 #     22023 through the router, limit_all across partitions refused with
-#     0A000), postgrest.sql (ratelimit.error_format = postgrest set in the
+#     0A000, ratelimit_simulate answered by any partition, each the same), postgrest.sql (ratelimit.error_format = postgrest set in the
 #     router session by SET, SET LOCAL, a hook's set_config and a role
 #     setting: the PGRST error one node raises), app_pattern.sql (the
 #     app's function routed to the partition of its key, examples/plproxy),
@@ -452,11 +452,12 @@ SELECT concat_ws(' ',
   (SELECT count(*) FROM ratelimit_status WHERE name = 'mixed'),
   (SELECT ratelimit_unoverride('mixed', 'k2')::text),
   (SELECT count(*) FROM ratelimit_stats WHERE false),
-  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r));
+  (SELECT count(*) FILTER (WHERE r.ok) FROM generate_series(1, 40) AS g, ratelimit_limit('mixed', 'k' || g, '$config') AS r),
+  (SELECT string_agg(s.ok::text, ',' ORDER BY s.at) FROM ratelimit_simulate('$config', ARRAY(SELECT '2026-01-01'::timestamptz + g * interval '1 second' FROM generate_series(1, 6) AS g)) AS s));
 SQL
   ) || { echo "$out"; out=failed; }
-  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats, calls on every partition" \
-    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0 40')" "$out"
+  check "mixed: router updated to $ROUTER_VERSION: overrides, keyed headers, status, stats, calls on every partition, a simulation" \
+    "$(printf '\n\"mixed\";q=60;w=3600 40 true 0 40 true,true,true,true,true,false')" "$out"
   local fresh updated
   fresh=$(psql_in -At -d router -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")
   updated=$(psql_in -At -d "$db" -c "SELECT md5(string_agg(a::text, ',' ORDER BY a::text)) FROM extension_api('ratelimit_proxy') AS a")

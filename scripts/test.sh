@@ -10,12 +10,19 @@
 #   memory limits across restarts: fast stops with open
 #     transactions and under load, calls racing the start,
 #     damaged state files, crashes (memory-restart-test.sh)     x   x   x
-#   README's shared-memory sizes (memory-sizing-test.sh)        x   x   x
+#   memory sizes in docs/memory.md (memory-sizing-test.sh)      x   x   x
 #   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
 #   libpqxx contention and C++ client API tests                 x   x   x
 #   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
 #   fault tests, DDL under load (crash and restart)             x   x   x
-#   PGXN metadata, PL/Proxy, HTTP example, Debian package       x   -   -
+#   PL/Proxy router (scripts/plproxy-test.sh)                   x   x   x
+#   docs: README length, links (scripts/check-docs.sh), PGXN
+#     metadata, HTTP example, Debian package                    x   -   -
+#   Prometheus exporter scraped against ratelimit_stats,
+#     promtool on the example alerts (scripts/metrics-test.sh)  x   -   -
+#   the playground page in headless chromium, driven by
+#     playwright-core (scripts/playground-test.sh)              x   -   -
+#   the main job's demo, its output checked (demo-test.sh)      x   -   -
 #
 # 15 is the host's server; each other supported major (RATELIMIT_MAJORS,
 # default "17 18"; empty skips them) runs in a chroot of the Debian suite
@@ -56,8 +63,11 @@ ensure_packages
 prefetch_major_roots $RATELIMIT_MAJORS
 trap stop_major_prefetch EXIT
 
-echo "== source layout: a header per module, no dependency cycle between modules (scripts/check-layout.sh)"
+echo "== source layout: a header per module, the layer order, no dependency cycle between modules or folders (scripts/check-layout.sh)"
 stage "source layout" scripts/check-layout.sh
+
+echo "== documentation: README at most 300 lines, every relative link and anchor of README.md and docs/ resolves (scripts/check-docs.sh)"
+stage "documentation links" scripts/check-docs.sh
 
 echo "== C++ unit tests (CMake/CTest)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -85,13 +95,16 @@ record $rc "make installcheck"
 echo "== ratelimit_stats with shared_preload_libraries, its own cluster (scripts/stats-test.sh)"
 stage "stats with shared memory" scripts/stats-test.sh
 
+echo "== the main job's demo on a preloaded cluster of its own, its output checked (scripts/demo-test.sh)"
+stage "demo" scripts/demo-test.sh
+
 echo "== memory limits with shared_preload_libraries, their own clusters: regression, isolation, contention, restarts, a hot standby (scripts/memory-test.sh)"
 stage "memory limits" scripts/memory-test.sh
 
 echo "== memory limits across restarts: fast stops with open transactions and under load, calls racing the start, damaged state files, crashes (scripts/memory-restart-test.sh)"
 stage "memory limits across restarts" scripts/memory-restart-test.sh
 
-echo "== README's shared-memory sizes of memory limits, from pg_shmem_allocations (scripts/memory-sizing-test.sh)"
+echo "== docs/memory.md's shared-memory sizes of memory limits, from pg_shmem_allocations (scripts/memory-sizing-test.sh)"
 stage "memory sizing" scripts/memory-sizing-test.sh
 
 echo "== memcheck: every SQL function under valgrind (scripts/memcheck.sh)"
@@ -111,6 +124,10 @@ stage "PL/Proxy router" scripts/plproxy-test.sh
 
 echo "== example HTTP service end-to-end (examples/http-api/run-e2e.sh)"
 stage "example HTTP service end-to-end" examples/http-api/run-e2e.sh
+echo "== Prometheus metrics: prometheus-postgres-exporter with examples/prometheus/queries.yaml, scraped and compared with ratelimit_stats; promtool on alerts.yaml (scripts/metrics-test.sh)"
+stage "Prometheus metrics" scripts/metrics-test.sh
+echo "== playground in a browser: Debian's chromium, headless, via playwright-core (scripts/playground-test.sh)"
+stage "playground browser test" scripts/playground-test.sh
 
 echo "== fault tests: kill, crash and restart, timeouts, DROP/CREATE EXTENSION, dump/restore (build/faults_test)"
 stage "fault tests" build/faults_test
@@ -179,7 +196,7 @@ test_major() {
   stage "PG $major: memory limits" scripts/memory-test.sh
   echo "== PG $major: memory limits across restarts (scripts/memory-restart-test.sh)"
   stage "PG $major: memory limits across restarts" scripts/memory-restart-test.sh
-  echo "== PG $major: README's shared-memory sizes of memory limits (scripts/memory-sizing-test.sh)"
+  echo "== PG $major: docs/memory.md's shared-memory sizes of memory limits (scripts/memory-sizing-test.sh)"
   stage "PG $major: memory sizing" scripts/memory-sizing-test.sh
   echo "== PG $major: PL/Proxy router over 4 partitions, in the root's PL/Proxy (scripts/plproxy-test.sh)"
   stage "PG $major: PL/Proxy router" scripts/plproxy-test.sh

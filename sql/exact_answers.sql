@@ -1,4 +1,4 @@
--- Answers the README promises, where a caller, a config change or cleanup
+-- Answers the documentation promises, where a caller, a config change or cleanup
 -- could once make them differ: reservations bounded on owners' limits, one
 -- config per limit in limit_all, shadow mode never throwing for a count,
 -- cleanup never changing an answer, the override precedence, and error

@@ -241,7 +241,7 @@ FROM keys, LATERAL ratelimit_value('hi-uni', k, :tb) v ORDER BY label COLLATE "C
 SELECT count(*) AS rows, count(*) FILTER (WHERE s.key IN (SELECT k FROM keys)) AS exact
 FROM ratelimit_state s WHERE s.name = 'hi-uni';
 -- FNV-1a 64 of the name, a zero byte and the key, mod the period, is where
--- the windows start (README "Derived window starts").
+-- the windows start (docs/semantics.md, "Derived window starts").
 CREATE FUNCTION pg_temp.fnv1a(name text, key text) RETURNS numeric LANGUAGE plpgsql AS $$
 DECLARE
   bytes bytea := convert_to(name, 'UTF8');

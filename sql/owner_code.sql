@@ -1,5 +1,5 @@
 -- Code the owner adds to ratelimit_state (triggers, CHECKs, defaults,
--- rules) and what a caller can make of it. The rule (README, Security): such
+-- rules) and what a caller can make of it. The rule (docs/security.md): such
 -- code runs as the calling role, in the caller's session, as if the caller
 -- wrote the table itself; where a call could only reach it through SQL run
 -- as the owner (rules, row security, changed column types, inheritance),
@@ -259,7 +259,7 @@ DROP FUNCTION public.ts_to_us(timestamptz);
 -- ratelimit_definition and ratelimit_override, written the common way (SET
 -- search_path = public, an unqualified table name), and a role granted
 -- only EXECUTE on ratelimit_define, undefine, override and unoverride
--- (README: "owner (grant it)") that shadows the audit table with a
+-- (docs/api.md: "owner (grant it)") that shadows the audit table with a
 -- temporary one whose trigger tries to make it a superuser. The writes run
 -- as the owner, so they are refused (42501) and nothing is written; the
 -- caller stays what it was. The owner's own calls run the trigger.

@@ -1,4 +1,4 @@
--- The README's PostgREST/Supabase db-pre-request hook, run the way PostgREST
+-- The PostgREST/Supabase db-pre-request hook of docs/integrations.md, run the way PostgREST
 -- runs it: as the request role, with request.* settings of the transaction.
 SET timezone = 'UTC';
 SET ratelimit.now = '2026-01-01 00:00:00+00';

@@ -23,7 +23,8 @@ SELECT pg_temp.try($$ SELECT * FROM ratelimit_definition $$);
 SELECT pg_temp.try($$ INSERT INTO ratelimit_definition VALUES ('x', '{}') $$);
 RESET ROLE;
 
--- PUBLIC may execute exactly limit, limit_all, check and value.
+-- PUBLIC may execute exactly limit, limit_all, check and value, the
+-- router's calls of them, the stats rows and the simulator.
 SELECT p.proname, has_function_privilege('ratelimit_app', p.oid, 'EXECUTE') AS app_can_execute
 FROM pg_proc p WHERE p.proname LIKE 'ratelimit\_%' ORDER BY 1;
 

@@ -1,7 +1,7 @@
 -- The calls a ratelimit_proxy 0.7.0 router sends to a partition (0.8.0: all
 -- of its routed calls, at the end):
--- ratelimit_proxy_limit, _check and _limit_all make the call of
--- ratelimit_limit, _check and _limit_all and return an error it raises as
+-- ratelimit_proxy_limit, _check and _limit_all (0.8.0: _simulate) make the
+-- call of ratelimit_limit, _check and _limit_all (_simulate) and return an error it raises as
 -- data (error_state, error_message, error_detail, error_hint), the same
 -- error, with nothing of the failed call kept; the router raises it.
 \i test/sql_support/setup.sql
@@ -68,7 +68,13 @@ INSERT INTO bad VALUES
   ('limit_all not an array', $$SELECT * FROM ratelimit_proxy_limit_all('{"name": "routed"}', false, NULL)$$,
                              $$SELECT ratelimit_limit_all('{"name": "routed"}')$$),
   ('limit_all null limits', $$SELECT * FROM ratelimit_proxy_limit_all(NULL, false, NULL)$$,
-                            $$SELECT ratelimit_limit_all(NULL)$$);
+                            $$SELECT ratelimit_limit_all(NULL)$$),
+  ('simulate out of order', $$SELECT * FROM ratelimit_proxy_simulate('{"kind": "token bucket", "rate": 2, "period": 60000}', '{2026-01-02, 2026-01-01}', NULL, NULL, NULL)$$,
+                            $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 2, "period": 60000}', '{2026-01-02, 2026-01-01}')$$),
+  ('simulate bad config', $$SELECT * FROM ratelimit_proxy_simulate('{"kind": "token bucket", "rate": 0, "period": 60000}', '{2026-01-01}', NULL, NULL, NULL)$$,
+                          $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 0, "period": 60000}', '{2026-01-01}')$$),
+  ('simulate null arrivals', $$SELECT * FROM ratelimit_proxy_simulate('{"kind": "token bucket", "rate": 2, "period": 60000}', NULL, NULL, NULL, NULL)$$,
+                             $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 2, "period": 60000}', NULL)$$);
 CREATE FUNCTION pg_temp.answered(statement text, OUT error_state text, OUT error_message text,
                                  OUT error_detail text, OUT error_hint text)
 LANGUAGE plpgsql AS $$
@@ -80,6 +86,13 @@ SELECT b.what, r.error_state, r.error_message,
        (r.error_state, r.error_message, r.error_detail, r.error_hint)
        IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
 FROM bad AS b, pg_temp.answered(b.routed) AS r, pg_temp.raised(b.single) AS e ORDER BY b.what;
+
+-- ratelimit_proxy_simulate: ratelimit_simulate's rows, with no error;
+-- none for no arrivals.
+SELECT * FROM ratelimit_proxy_simulate(:'tb', '{2026-01-01, 2026-01-01, 2026-01-01, 2026-01-01 00:00:30}', '{1, 1, 1, 1}', 'routed', 'k');
+SELECT (SELECT array_agg(ROW(at, count, ok, remaining, retry_after)::text) FROM ratelimit_proxy_simulate(:'tb', '{2026-01-01, 2026-01-01, 2026-01-01}', NULL, NULL, NULL))
+     = (SELECT array_agg(s::text) FROM ratelimit_simulate(:'tb', '{2026-01-01, 2026-01-01, 2026-01-01}') AS s) AS same_rows;
+SELECT count(*) FROM ratelimit_proxy_simulate(:'tb', '{}', NULL, NULL, NULL);
 
 -- A read-only transaction: ratelimit_limit's 25006, as data; the caller's
 -- transaction goes on.

@@ -67,6 +67,8 @@ SELECT error_state, error_message FROM ratelimit_proxy_check('up', 'u', NULL, 10
 SELECT floor(value) AS value, error_state FROM ratelimit_proxy_value('up', 'u', NULL);
 SELECT error_state, error_message FROM ratelimit_proxy_refund('up', 'u', -1, NULL);
 SELECT error_state FROM ratelimit_proxy_define('up', '{"kind": "token bucket", "rate": 0, "period": 1}');
+-- 0.7.0 -> 0.8.0: the simulator.
+SELECT ok, remaining, retry_after FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
 -- The upgraded schema matches a fresh install. (A SQL function's body is
 -- parsed when called, so this listing does not depend on the extension.)
 CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$

@@ -315,6 +315,142 @@ TEST(HttpApi, DatabaseErrorIs500AndReturnsTheToken) {
   EXPECT_EQ(MessagesOf(user), 1);
 }
 
+// The playground's page is one self-contained document: nothing in it is
+// fetched from elsewhere, and its Content-Security-Policy forbids it anyway.
+TEST(HttpApi, PlaygroundServesASelfContainedPage) {
+  httplib::Result response = Client().Get("/playground");
+  ASSERT_TRUE(response) << httplib::to_string(response.error());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_EQ(response->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_TRUE(Matches(response->get_header_value("Content-Security-Policy"),
+                      "default-src 'none'.*connect-src 'self'.*"));
+  const std::string& page = response->body;
+  EXPECT_NE(page.find("<script>"), std::string::npos);
+  EXPECT_NE(page.find("/playground/simulate"), std::string::npos);
+  EXPECT_NE(page.find("/playground/hit"), std::string::npos);
+  for (const char* outside : {"src=", "href=", "<link", "@import", "https:"})
+    EXPECT_EQ(page.find(outside), std::string::npos) << "the page refers to something outside: " << outside;
+}
+
+// Each kind's dots are ratelimit_simulate's answers for the same config and
+// arrivals, queried here directly; the level probes take nothing.
+TEST(HttpApi, PlaygroundSimulateIsTheDatabasesAnswer) {
+  json arrivals = json::array({50, 100, 200, 300, 9900, 9950, 10000, 10050, 10100, 15000, 25000});
+  json request{{"rate", 3},    {"period", 10000}, {"capacity", 4}, {"arrivals", arrivals},
+               {"samples", 7}, {"span", 30000}};
+  httplib::Result response = Post("/playground/simulate", request);
+  ASSERT_TRUE(response) << httplib::to_string(response.error());
+  ASSERT_EQ(response->status, 200) << response->body;
+  json body = Body(response);
+  ASSERT_EQ(body.at("algorithms").size(), 3u);
+  std::vector<std::string> kinds;
+  pqxx::connection conn("");
+  pqxx::nontransaction tx(conn);
+  int refused = 0;
+  for (const json& algorithm : body.at("algorithms")) {
+    kinds.push_back(algorithm.at("kind"));
+    const json& config = algorithm.at("config");
+    EXPECT_EQ(config.at("kind"), algorithm.at("kind"));
+    EXPECT_EQ(config.at("rate"), 3);
+    EXPECT_EQ(config.at("period"), 10000);
+    pqxx::result expected = tx.exec_params(
+        "SELECT ok, remaining, retry_after FROM ratelimit_simulate($1::jsonb, "
+        "ARRAY(SELECT $2::timestamptz + t::bigint * interval '1 millisecond' "
+        "FROM jsonb_array_elements_text($3::jsonb) WITH ORDINALITY a(t, i) ORDER BY i))",
+        config.dump(), body.at("origin").get<std::string>(), arrivals.dump());
+    const json& calls = algorithm.at("calls");
+    ASSERT_EQ(calls.size(), expected.size()) << algorithm.at("kind");
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      EXPECT_EQ(calls[i].at("t"), arrivals[i]) << algorithm.at("kind") << " #" << i;
+      EXPECT_EQ(calls[i].at("ok"), expected[i][0].as<bool>()) << algorithm.at("kind") << " #" << i;
+      EXPECT_DOUBLE_EQ(calls[i].at("remaining").get<double>(), expected[i][1].as<double>());
+      EXPECT_EQ(calls[i].at("retry_after").is_null(), expected[i][2].is_null());
+      refused += !expected[i][0].as<bool>();
+    }
+    ASSERT_EQ(algorithm.at("levels").size(), 7u);
+    EXPECT_EQ(algorithm.at("levels")[0].at("t"), 0);
+    EXPECT_EQ(algorithm.at("levels")[6].at("t"), 30000);
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"token bucket", "fixed window", "sliding window"}));
+  EXPECT_GT(refused, 0) << "the arrivals must be over the limit somewhere";
+  const json& bucket = body.at("algorithms")[0];
+  EXPECT_EQ(bucket.at("config").at("capacity"), 4);
+  EXPECT_EQ(bucket.at("levels")[0].at("remaining"), 4) << "a full bucket before any arrival";
+}
+
+// The Hit button's endpoint: one real ratelimit_limit call per kind, under
+// a key of the page's session; past the capacity, refused with retry_after.
+TEST(HttpApi, PlaygroundHitIsARealLimit) {
+  json request{{"session", Unique("hit")}, {"origin", 1767225600000}, {"rate", 2}, {"period", 3600000}};
+  json last;
+  for (int i = 0; i < 3; ++i) {
+    httplib::Result response = Post("/playground/hit", request);
+    ASSERT_TRUE(response) << httplib::to_string(response.error());
+    ASSERT_EQ(response->status, 200) << response->body;
+    last = Body(response);
+    ASSERT_EQ(last.at("hits").size(), 3u);
+    for (const json& hit : last.at("hits")) EXPECT_EQ(hit.at("ok"), i < 2) << hit.dump();
+  }
+  for (const json& hit : last.at("hits")) {
+    EXPECT_GT(hit.at("retry_after").get<double>(), 0) << hit.dump();
+    EXPECT_NE(LimitState("playground", hit.at("key")), "") << "the limit's row is in ratelimit_state";
+  }
+}
+
+// Bad input is a 400 with a JSON error: the service's own checks, and the
+// extension's 22023 (arrivals out of order, counts of another length, a bad
+// config). A refused hit writes nothing.
+TEST(HttpApi, PlaygroundBadInputIs400WritingNothing) {
+  auto body = [](json fields) {
+    json request{{"rate", 2}, {"period", 10000}};
+    request.update(fields);
+    return request.dump();
+  };
+  const std::string session = Unique("bad-hit");
+  const std::int64_t origin = 1767225600000;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/playground/simulate", "{"},
+      {"/playground/simulate", "[]"},
+      {"/playground/simulate", body({{"arrivals", json::array()}})},
+      {"/playground/simulate", body({{"arrivals", {-1}}})},
+      {"/playground/simulate", body({{"arrivals", {1.5}}})},
+      {"/playground/simulate", body({{"arrivals", "1"}})},
+      {"/playground/simulate", body({{"arrivals", std::vector<int>(2001, 0)}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"rate", "2"}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"period", nullptr}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"counts", {"1"}}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"samples", 5}})},  // without span
+      {"/playground/simulate", body({{"arrivals", {1}}, {"samples", 401}, {"span", 10}})},
+      {"/playground/simulate", body({{"arrivals", {2, 1}}})},
+      {"/playground/simulate", body({{"arrivals", {1, 2}}, {"counts", {1}}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"counts", {-1}}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"rate", 0}})},
+      {"/playground/simulate", body({{"arrivals", {1}}, {"capacity", -1}})},
+      {"/playground/hit", body({{"origin", origin}})},
+      {"/playground/hit", body({{"session", "a b"}, {"origin", origin}})},
+      {"/playground/hit", body({{"session", std::string(65, 'a')}, {"origin", origin}})},
+      {"/playground/hit", body({{"session", session}})},
+      {"/playground/hit", body({{"session", session}, {"origin", -1}})},
+      {"/playground/hit", body({{"session", session}, {"origin", origin}, {"period", -5}})},
+      {"/playground/hit", body({{"session", session}, {"origin", origin}, {"rate", 0}})},
+  };
+  const std::string rows = "SELECT count(*) FROM ratelimit_state WHERE name = 'playground'";
+  const long before = QueryValue<long>(rows);
+  for (const auto& [path, request] : cases) {
+    httplib::Result response = Post(path, request);
+    ASSERT_TRUE(response) << httplib::to_string(response.error());
+    EXPECT_EQ(response->status, 400) << path << " " << request << " -> " << response->body;
+    EXPECT_TRUE(json::parse(response->body, nullptr, false).value("error", json()).is_string())
+        << path << " " << request << " -> " << response->body;
+  }
+  EXPECT_EQ(QueryValue<long>(rows), before);
+  // The extension's own message comes through.
+  httplib::Result unordered = Post("/playground/simulate", body({{"arrivals", {2, 1}}}));
+  ASSERT_TRUE(unordered);
+  EXPECT_NE(Body(unordered).at("error").get<std::string>().find("order"), std::string::npos)
+      << unordered->body;
+}
+
 // The value of a required environment variable, or exits with a message.
 std::string RequiredEnv(const char* name) {
   const char* value = std::getenv(name);

@@ -597,7 +597,7 @@ inline std::vector<LimitAllRow> limit_all(pqxx::transaction_base& tx, const std:
   return rows;
 }
 
-// bool_and(ok) and max(retry_after) of limit_all()'s rows, as the README's SQL computes them.
+// bool_and(ok) and max(retry_after) of limit_all()'s rows, as the SQL in docs/api.md computes them.
 inline Summary summarize(const std::vector<LimitAllRow>& rows) {
   Summary summary;
   for (const LimitAllRow& row : rows) {

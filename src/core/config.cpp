@@ -105,7 +105,7 @@ const char* KindName(Kind kind) noexcept {
   return "unknown";
 }
 
-Status ValidateConfig(const LimitConfig& config) noexcept {
+Status ValidateConfigFields(const LimitConfig& config) noexcept {
   if (!config.has_kind)
     return Invalid("Use \"token bucket\", \"fixed window\" or \"sliding window\".",
                    "config field \"kind\" is required");
@@ -135,21 +135,23 @@ Status ValidateConfig(const LimitConfig& config) noexcept {
   if (config.has_jitter && !config.jitter_is_period && (config.jitter <= 0 || config.jitter > kHorizonMicros))
     return Invalid("Use true for up to one period, or a positive duration.",
                    "config field \"jitter\" must be a positive duration");
-  if (config.has_memory_keys && !(config.memory_keys >= 1 && config.memory_keys <= 1e8 &&
-                                  config.memory_keys == std::floor(config.memory_keys)))
+  if (config.has_name_rows &&
+      !(config.name_rows >= 1 && config.name_rows <= 1e8 && config.name_rows == std::floor(config.name_rows)))
     return Invalid("A whole number of keys from 1 to 100000000.",
                    "config field \"memoryKeys\" must be a whole number from 1 to 100000000");
-  if (config.has_memory_keys && !config.memory)
-    return Invalid("memoryKeys bounds the entries of a limit kept in memory.",
-                   "config field \"memoryKeys\" needs \"storage\": \"memory\"");
-  if (config.keep_on_rollback && !config.memory)
-    return Invalid(
-        "A table limit's grant is always given back when its transaction rolls back; use "
-        "\"storage\": \"memory\" to keep it.",
-        "config field \"on_rollback\": \"keep\" needs \"storage\": \"memory\"");
+  return Status{};
+}
+
+Status ValidateConfigCombination(const LimitConfig& config) noexcept {
   Status status = CheckFieldsApply(config);
   if (!status.ok()) return status;
   return CheckRefillHorizon(config);
+}
+
+Status ValidateConfig(const LimitConfig& config) noexcept {
+  Status status = ValidateConfigFields(config);
+  if (!status.ok()) return status;
+  return ValidateConfigCombination(config);
 }
 
 Status ValidateAmount(double count) noexcept {

@@ -14,7 +14,15 @@ const char* KindName(Kind kind) noexcept;
 
 // Checks a parsed config: required fields, ranges, fields that do not apply
 // to the kind, and that refilling from empty to full fits in the horizon.
+// ValidateConfigFields, then ValidateConfigCombination; between the two,
+// the adapter checks the fields its storages differ in ("memoryKeys",
+// "on_rollback"), which the core does not know.
 Status ValidateConfig(const LimitConfig& config) noexcept;
+// Each field alone: required fields and ranges.
+Status ValidateConfigFields(const LimitConfig& config) noexcept;
+// The fields together: fields that do not apply to the kind, and that
+// refilling from empty to full fits in the horizon.
+Status ValidateConfigCombination(const LimitConfig& config) noexcept;
 
 // Checks an amount of tokens: finite and >= 0.
 Status ValidateAmount(double count) noexcept;

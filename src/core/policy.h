@@ -30,8 +30,9 @@ LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitCon
 // A window row written on another grid (under the period written_period,
 // or under a start that puts its windows elsewhere) carried onto config's
 // grid at `now` as a change of config carries it (CarryOver, its old
-// window's origin being its ts); any other row as it is. For a storage that
-// is read under the config in force at the next call (memory).
+// window's origin being its ts); any other row as it is. For a storage whose
+// rows a change of config leaves to be read under the config in force at
+// their next call.
 LimitState Realigned(const LimitConfig& config, Micros origin, const LimitState& state, Micros written_period,
                      Micros now) noexcept;
 

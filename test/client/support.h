@@ -1,4 +1,4 @@
-// What the libpqxx client test programs (test/client/*_test.cpp) share:
+// What the libpqxx client test programs (test/client/<program>/) share:
 // connections with a statement timeout, the server's clock, databases a run
 // creates and drops, scripts/cluster-ctl.sh, measurement lines and failure
 // messages, and a main() body. Built once (support.cpp) and linked into every

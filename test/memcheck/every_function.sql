@@ -58,6 +58,21 @@ SELECT ratelimit_reset('mc_fw', 'k');
 SET ratelimit.now = '2026-01-02 00:00:00+00';
 SELECT ratelimit_cleanup() >= 0 AS cleaned;
 
+-- ratelimit_simulate: each kind with its counts, a shadow limit's count
+-- that never fits, 10,000 arrivals, its errors; and the router's call.
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_simulate(:tb,
+  ARRAY(SELECT '2026-01-01'::timestamptz + g * interval '1 second' FROM generate_series(1, 10000) g));
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_simulate(:fw, ARRAY['2026-01-01', '2026-01-01', '2026-01-01 00:01']::timestamptz[],
+  '{5, 1, 0}', 'mc_fw', 'k');
+SELECT count(*) FILTER (WHERE ok) FROM ratelimit_simulate('{"kind": "sliding window", "rate": 4, "period": "1 minute", "shadow": true}',
+  ARRAY['2026-01-01', '2026-01-01', '2026-01-01 00:01']::timestamptz[], '{4, 9, 1}');
+SELECT pg_temp.try($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$);
+SELECT pg_temp.try($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', '{2}')$$);
+SELECT pg_temp.try($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, NULL}')$$);
+SELECT pg_temp.try($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 0, "period": 1000}', '{2026-01-01}')$$);
+SELECT count(*), count(error_state) FROM ratelimit_proxy_simulate(:sw, '{2026-01-01, 2026-01-01}', NULL, 'mc', NULL);
+SELECT error_state, error_message FROM ratelimit_proxy_simulate(:sw, '{2026-01-02, 2026-01-01}', NULL, NULL, NULL);
+
 -- ratelimit_limit_all: small, with a refusal and throws, and 1,000 elements.
 SELECT name, key, ok, remaining FROM ratelimit_limit_all(jsonb_build_array(
   jsonb_build_object('name', 'mc_tb', 'key', 'a', 'config', :tb::jsonb),

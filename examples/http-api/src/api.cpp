@@ -53,10 +53,6 @@ std::string RequireEmail(const json& request) {
   return email;
 }
 
-Reply ErrorReply(int status, const std::string& message) {
-  return Reply{status, json{{"error", message}}, {}};
-}
-
 // The limit's headers, sent on every answer the limit decided.
 Headers HeaderList(const json& headers) {
   Headers list;
@@ -87,16 +83,18 @@ Reply WithConnection(ConnectionPool& pool, const std::function<Reply(pqxx::conne
   }
 }
 
-// Runs `work` in a transaction. `work` commits when it should; leaving
-// without a commit rolls everything back, the limit's consumption included.
+}  // namespace
+
+Reply ErrorReply(int status, const std::string& message) {
+  return Reply{status, json{{"error", message}}, {}};
+}
+
 Reply InTransaction(ConnectionPool& pool, const std::function<Reply(pqxx::work&)>& work) {
   return WithConnection(pool, [&](pqxx::connection& conn) {
     pqxx::work tx(conn);
     return work(tx);
   });
 }
-
-}  // namespace
 
 Reply Api::PostMessage(const json& request) {
   std::string user = RequireString(request, "user", kMaxUserBytes);
@@ -190,20 +188,19 @@ void Write(const Reply& reply, httplib::Response& response) {
   response.set_content(reply.body.dump(), "application/json");
 }
 
-// A POST endpoint taking a JSON object.
-httplib::Server::Handler JsonPost(Api& api, Reply (Api::*endpoint)(const json&)) {
-  return [&api, endpoint](const httplib::Request& http, httplib::Response& response) {
-    auto answer = [&] { return (api.*endpoint)(ParseBody(http.body)); };
+}  // namespace
+
+httplib::Server::Handler JsonPost(std::function<Reply(const json&)> endpoint) {
+  return [endpoint = std::move(endpoint)](const httplib::Request& http, httplib::Response& response) {
+    auto answer = [&] { return endpoint(ParseBody(http.body)); };
     Write(Answer(http, answer, ErrorReply(500, "internal error")), response);
   };
 }
 
-}  // namespace
-
 void RegisterRoutes(httplib::Server& server, Api& api) {
-  server.Post("/messages", JsonPost(api, &Api::PostMessage));
-  server.Post("/signup", JsonPost(api, &Api::PostSignup));
-  server.Post("/completions", JsonPost(api, &Api::PostCompletion));
+  server.Post("/messages", JsonPost([&api](const json& request) { return api.PostMessage(request); }));
+  server.Post("/signup", JsonPost([&api](const json& request) { return api.PostSignup(request); }));
+  server.Post("/completions", JsonPost([&api](const json& request) { return api.PostCompletion(request); }));
   server.Get("/healthz", [&api](const httplib::Request& http, httplib::Response& response) {
     auto answer = [&] { return api.Health(); };
     Write(Answer(http, answer, ErrorReply(503, "database unavailable")), response);

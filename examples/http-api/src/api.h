@@ -2,6 +2,7 @@
 // answer maps to a status, a JSON body and headers.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -53,6 +54,19 @@ class Api {
   ConnectionPool& pool_;
   const bool limiter_;
 };
+
+// An error answer: {"error": message}.
+Reply ErrorReply(int status, const std::string& message);
+
+// Runs `work` in a transaction on a pooled connection. `work` commits when it
+// should; leaving without a commit rolls everything back, the limit's
+// consumption included. A connection that broke is dropped from the pool.
+Reply InTransaction(ConnectionPool& pool, const std::function<Reply(pqxx::work&)>& work);
+
+// A POST handler taking a JSON object: 400 for malformed JSON, a body that is
+// not an object or a BadRequest thrown by `endpoint`; 500 (logged to stderr)
+// for any other failure.
+httplib::Server::Handler JsonPost(std::function<Reply(const nlohmann::json&)> endpoint);
 
 // Routes the endpoints of `api` on `server`. Every answer is JSON: 400 for
 // bad input, 500 (logged to stderr) for any other failure; 429 when limited.

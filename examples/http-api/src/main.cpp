@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "options.h"
+#include "playground.h"
 #include "pool.h"
 #include "store.h"
 
@@ -66,6 +67,9 @@ int Serve(const Options& options) {
   httplib::Server server;
   ConfigureServer(server, options);
   http_api::RegisterRoutes(server, api);
+  // The playground calls the extension: not served without the limiter.
+  http_api::Playground playground(pool);
+  if (options.limiter) http_api::RegisterPlaygroundRoutes(server, playground);
   int port = Bind(server, options);
   if (port < 0) {
     std::cerr << "ratelimit-http-api: cannot listen on " << options.host << ":" << options.port << std::endl;

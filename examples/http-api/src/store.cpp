@@ -58,6 +58,30 @@ constexpr Statement kInsertCompletion{
     "INSERT INTO completions (user_id, tokens, scheduled_at) "
     "VALUES ($1, $2, coalesce($3::timestamptz, now())) RETURNING id, to_json(scheduled_at) #>> '{}'"};
 
+// The arrivals are whole milliseconds after the origin, so that their
+// timestamps are exact; the answers' times go back the same way (numeric, exact).
+constexpr char kSimulate[] = R"(
+SELECT (extract(epoch FROM r.at - o.origin) * 1000)::float8, r.count, r.ok, r.remaining, r.retry_after
+FROM (SELECT timestamptz 'epoch' + $3::bigint * interval '1 millisecond' AS origin) o,
+LATERAL ratelimit_simulate(
+  $1::jsonb,
+  ARRAY(SELECT o.origin + a.ms::bigint * interval '1 millisecond'
+        FROM jsonb_array_elements_text($2::jsonb) WITH ORDINALITY a(ms, i) ORDER BY a.i),
+  ARRAY(SELECT c.n::float8 FROM jsonb_array_elements_text($4::jsonb) WITH ORDINALITY c(n, i) ORDER BY c.i))
+  WITH ORDINALITY r(at, count, ok, remaining, retry_after, i)
+ORDER BY r.i)";
+
+// clock_timestamp() after the call: the moment the limiter decided, as near
+// as SQL can tell.
+constexpr char kHitPlayground[] = R"(
+SELECT (extract(epoch FROM clock_timestamp()) * 1000 - $3::bigint)::float8, r.ok, r.remaining, r.retry_after
+FROM ratelimit_limit($4, $1, $2::jsonb) r)";
+
+std::optional<double> OptionalDouble(const pqxx::field& field) {
+  if (field.is_null()) return std::nullopt;
+  return field.as<double>();
+}
+
 void Prepare(pqxx::connection& conn, const Statement& statement) {
   conn.prepare(statement.name, statement.sql);
 }
@@ -124,6 +148,23 @@ Completion InsertCompletion(pqxx::work& tx, const std::string& user, int tokens,
                             const std::optional<std::string>& run_at) {
   pqxx::row row = tx.exec_prepared1(kInsertCompletion.name, user, tokens, run_at);
   return Completion{row[0].as<std::int64_t>(), row[1].as<std::string>()};
+}
+
+std::vector<SimulatedCall> Simulate(pqxx::work& tx, const std::string& config, const std::string& offsets,
+                                    const std::string& counts, std::int64_t origin_ms) {
+  std::vector<SimulatedCall> calls;
+  for (const pqxx::row& row : tx.exec_params(kSimulate, config, offsets, origin_ms, counts)) {
+    calls.push_back(SimulatedCall{row[0].as<double>(), row[1].as<double>(), row[2].as<bool>(),
+                                  OptionalDouble(row[3]), OptionalDouble(row[4])});
+  }
+  return calls;
+}
+
+PlaygroundHit HitPlayground(pqxx::work& tx, const std::string& key, const std::string& config,
+                            std::int64_t origin_ms) {
+  pqxx::row row = tx.exec_params1(kHitPlayground, key, config, origin_ms, kPlaygroundLimit);
+  return PlaygroundHit{row[0].as<double>(), row[1].as<bool>(), OptionalDouble(row[2]),
+                       OptionalDouble(row[3])};
 }
 
 void Ping(pqxx::connection& conn) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -19,6 +20,8 @@ namespace http_api {
 inline constexpr char kMessagesLimit[] = "messages";
 inline constexpr char kSignupLimit[] = "signup";
 inline constexpr char kCompletionsLimit[] = "completions";
+// The playground's limit: never defined, each key carries its own inline config.
+inline constexpr char kPlaygroundLimit[] = "playground";
 
 // Creates the tables if missing and, with the limiter, defines the limits
 // with the configs of `options`. Safe to run from several processes at once.
@@ -60,6 +63,36 @@ struct Completion {
 // Stores a completion to run at `run_at` (ISO 8601), or now if not given.
 Completion InsertCompletion(pqxx::work& tx, const std::string& user, int tokens,
                             const std::optional<std::string>& run_at);
+
+// One answer of ratelimit_simulate, its time given as milliseconds after
+// the simulation's origin.
+struct SimulatedCall {
+  double t = 0;
+  double count = 0;
+  bool ok = false;
+  std::optional<double> remaining;
+  std::optional<double> retry_after;
+};
+
+// ratelimit_simulate(config, arrivals, counts): `offsets` and `counts` are
+// JSON arrays of the same length, each arrival given as whole milliseconds
+// after `origin_ms` (since 1970). Not a prepared statement: the function is
+// new in the extension's 0.8.0, and the other endpoints work without it.
+std::vector<SimulatedCall> Simulate(pqxx::work& tx, const std::string& config, const std::string& offsets,
+                                    const std::string& counts, std::int64_t origin_ms);
+
+// A real ratelimit_limit answer for the playground's Hit button, its time
+// as milliseconds after `origin_ms`.
+struct PlaygroundHit {
+  double t = 0;
+  bool ok = false;
+  std::optional<double> remaining;
+  std::optional<double> retry_after;
+};
+
+// ratelimit_limit(kPlaygroundLimit, key, config) in the caller's transaction.
+PlaygroundHit HitPlayground(pqxx::work& tx, const std::string& key, const std::string& config,
+                            std::int64_t origin_ms);
 
 // Whether the database answers (for GET /healthz).
 void Ping(pqxx::connection& conn);

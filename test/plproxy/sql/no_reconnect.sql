@@ -1,10 +1,11 @@
 -- A flood of errors through the router costs no partition connection: the
 -- partition returns the error of every routed call (ratelimit_limit,
 -- _check and _limit_all since 0.7.0; ratelimit_value, _reset, _refund,
--- _headers, _override, _unoverride, _define and _undefine since 0.8.0) as
--- data and the router raises it, with the SQLSTATE, message, detail and
--- hint one node raises. (ratelimit_cleanup and ratelimit_stats_reset take
--- no argument: no caller input makes them fail.) Before ratelimit_proxy 0.7.0
+-- _headers, _override, _unoverride, _define, _undefine and _simulate since
+-- 0.8.0) as data and the router raises it, with the SQLSTATE, message,
+-- detail and hint one node raises. (ratelimit_cleanup and
+-- ratelimit_stats_reset take no argument: no caller input makes them
+-- fail.) Before ratelimit_proxy 0.7.0
 -- each of these calls made PL/Proxy drop its connection ("NOTICE: PL/Proxy:
 -- dropping stale conn", which pg_regress would show here) and open a new
 -- partition backend. The partitions' clocks are frozen at 2026-01-01
@@ -58,7 +59,11 @@ INSERT INTO calls VALUES
   ('override bad config', 'b', $$SELECT ratelimit_override('flood', 'b', '{"kind": "token bucket", "rate": -1, "period": 1000}')$$, NULL),
   ('unoverride null key', 'c', $$SELECT ratelimit_unoverride('flood', NULL)$$, NULL),
   ('define bad config', 'd', $$SELECT ratelimit_define('flood def', '{"kind": "token bucket", "rate": 1, "peroid": 1000}')$$, NULL),
-  ('undefine null name', 'a', $$SELECT ratelimit_undefine(NULL)$$, NULL);
+  ('undefine null name', 'a', $$SELECT ratelimit_undefine(NULL)$$, NULL),
+  ('simulate out of order', 'a', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$, NULL),
+  ('simulate count never fits', 'b', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', '{2}')$$, NULL),
+  ('simulate null arrival', 'c', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{NULL}')$$, NULL),
+  ('simulate sharded', 'd', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 8, "period": 1000, "shards": 4}', '{2026-01-01}')$$, NULL);
 CREATE TEMP TABLE outcomes AS
 SELECT c.what, g, e.* FROM calls AS c, generate_series(1, 20) AS g, LATERAL error_of(c.statement, c.error_format) AS e;
 SELECT what, state, count(*) AS calls, count(DISTINCT (message, detail, hint)) AS distinct_errors
@@ -78,7 +83,7 @@ FROM calls AS c JOIN outcomes AS o ON o.what = c.what AND o.g = 1,
      LATERAL partition_error_of('flood', c.key, c.statement, c.error_format) AS p
 ORDER BY c.what;
 
--- 420 errors later: the same partition backends, and no new session on any partition.
+-- 500 errors later: the same partition backends, and no new session on any partition.
 SELECT b.db, a.pid = b.pid AS same_backend, a.sessions - b.sessions AS new_sessions
 FROM before AS b JOIN partition_sessions() AS a USING (db) ORDER BY b.db;
 -- Nothing was consumed by the refused calls.

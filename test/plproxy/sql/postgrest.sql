@@ -58,7 +58,7 @@ SET LOCAL ratelimit.error_format = postgrest;
 INSERT INTO routed SELECT 'SET LOCAL', e.* FROM error_of(:'call') AS e;
 COMMIT;
 SELECT state FROM error_of(:'call');
--- A db-pre-request hook as the README's: set_config(..., true), then limit_all.
+-- A db-pre-request hook as docs/integrations.md's: set_config(..., true), then limit_all.
 CREATE FUNCTION pg_temp.limit_request(user_id text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM set_config('ratelimit.error_format', 'postgrest', true);

@@ -72,8 +72,9 @@ UNION ALL
 -- The partition's side of the router (ratelimit_proxy_<function>, which
 -- return errors as data) has a router function of the same name for each,
 -- which takes the partition's hash first and then the partition's
--- arguments (the ones run on every partition: the same arguments), with the
--- same result and rights; their row types have twins too. (Empty.)
+-- arguments (the ones run on every partition, and ratelimit_proxy_simulate,
+-- which any partition answers: the same arguments), with the same result
+-- and rights; their row types have twins too. (Empty.)
 CREATE TEMP TABLE partitions_proxy AS SELECT * FROM partition_api() WHERE object LIKE 'ratelimit\_proxy\_%';
 SELECT DISTINCT object FROM partitions_proxy ORDER BY 1;
 SELECT * FROM partitions_proxy AS p
@@ -190,6 +191,32 @@ SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "count": 5, "config": {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}}]', throws => true)$$) AS limit_all_throws;
 SELECT count(*) AS definitions_of_bad FROM partition_definitions() WHERE name = 'bad';
 
+-- ratelimit_simulate: any partition answers, and every partition answers
+-- the same rows as the router returns (instants compared as epochs: the
+-- partitions' sessions have their own time zone); its errors come back as one node
+-- raises them (test/plproxy/sql/no_reconnect.sql compares them); it writes
+-- nothing anywhere.
+CREATE FUNCTION partition_simulations(config jsonb, arrivals timestamptz[], counts float8[], name text, key text)
+RETURNS TABLE (db text, answers text)
+LANGUAGE plproxy AS $$
+    CLUSTER 'ratelimit';
+    RUN ON ALL;
+    SELECT current_database()::text AS db, string_agg(concat_ws(':', extract(epoch FROM s.at), s.count, s.ok, s.remaining, s.retry_after), ' ' ORDER BY s.at, s.ok DESC) AS answers
+    FROM public.ratelimit_simulate(config, arrivals, counts, name, key) AS s;
+$$;
+\set simcfg '{"kind": "sliding window", "rate": 3, "period": "1 minute"}'
+\set simarrivals '{2026-01-01 00:00:00+00, 2026-01-01 00:00:10+00, 2026-01-01 00:00:20+00, 2026-01-01 00:00:30+00, 2026-01-01 00:01:10+00, 2026-01-01 00:01:30+00}'
+SELECT * FROM ratelimit_simulate(:'simcfg', :'simarrivals', counts => NULL, name => 'sim', key => 'k');
+SELECT count(*) AS partitions, count(*) FILTER (WHERE p.answers = r.answers) AS same_answers
+FROM partition_simulations(:'simcfg', :'simarrivals', NULL, 'sim', 'k') AS p,
+     (SELECT string_agg(concat_ws(':', extract(epoch FROM s.at), s.count, s.ok, s.remaining, s.retry_after), ' ' ORDER BY s.at, s.ok DESC) AS answers
+      FROM ratelimit_simulate(:'simcfg', :'simarrivals', NULL, 'sim', 'k') AS s) AS r;
+SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 2, "period": 1000}', '{2026-01-01 00:00:00+00, 2026-01-01 00:00:00+00, 2026-01-01 00:00:00+00}', '{1, 0, 2}');
+SELECT count(*) AS rows FROM ratelimit_simulate(:'simcfg', '{}');
+SELECT pg_temp.outcome($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$) AS out_of_order;
+SELECT count(*) AS rows_of_sim FROM partition_rows() WHERE name = 'sim';
+DROP FUNCTION partition_simulations(jsonb, timestamptz[], float8[], text, text);
+
 -- The trade-off: a routed call commits on its partition in its own
 -- transaction, so rolling back the caller's transaction does not give the
 -- token back (the pattern of examples/plproxy keeps that property).
@@ -207,6 +234,7 @@ CREATE ROLE regress_rl_app;
 GRANT USAGE ON FOREIGN SERVER ratelimit TO regress_rl_app;
 SET ROLE regress_rl_app;
 SELECT ok, remaining FROM ratelimit_limit('app', 'u1', :'cfg');
+SELECT ok, remaining FROM ratelimit_simulate(:'cfg', '{2026-01-01}');
 SELECT pg_temp.outcome($$SELECT ratelimit_reset('app', 'u1')$$) AS reset;
 SELECT pg_temp.outcome($$SELECT ratelimit_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define;
 SELECT pg_temp.outcome($$SELECT ratelimit_proxy_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define_directly;

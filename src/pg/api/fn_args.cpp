@@ -1,0 +1,222 @@
+// The context of one call of an SQL function (SPI, the extension, the SQL
+// role), argument reading and result forming.
+#include "api/fn_args.h"
+
+#include "api/limits_json.h"
+#include "storage/table/sql_plans.h"
+#include "support/catalog.h"
+#include "support/clock.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/regproc.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+}
+
+namespace ratelimit_pg {
+
+// The five fields of a ratelimit_result (ok, retry_after, retry_at,
+// remaining, reset_after), as every function returning a decision shows it.
+void EncodeDecision(const Decision& decision, Datum* values, bool* nulls) {
+  values[0] = BoolGetDatum(decision.ok);
+  values[1] = Float8GetDatum(decision.retry_after);
+  values[2] = TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at));
+  values[3] = Float8GetDatum(decision.remaining + 0.0);
+  values[4] = Float8GetDatum(decision.reset_after);
+  nulls[0] = nulls[3] = nulls[4] = false;
+  nulls[1] = nulls[2] = !decision.has_retry;
+}
+
+namespace {
+
+// A ratelimit_result field that must not be NULL (22004 naming it).
+Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) {
+  bool isnull = false;
+  Datum value = GetAttributeByNum(result, attnum, &isnull);
+  if (isnull)
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("result.%s must not be null", name)));
+  return value;
+}
+
+// Forms a ratelimit_result row of `desc` from a decision. The descriptor
+// must be ratelimit_result's shape: five live columns of the installed
+// types (an ALTER TYPE may have added, dropped or retyped one: 42804
+// instead of a datum of the wrong type; dropped columns are NULL).
+HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
+  static const Oid kTypes[5] = {BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID};
+  Datum encoded[5];
+  bool encoded_nulls[5];
+  EncodeDecision(decision, encoded, encoded_nulls);
+  auto* values = static_cast<Datum*>(palloc0(sizeof(Datum) * (desc->natts + 1)));
+  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (desc->natts + 1)));
+  int live = 0;
+  bool shape_ok = true;
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    nulls[i] = true;
+    if (att->attisdropped) continue;
+    if (live >= 5 || att->atttypid != kTypes[live]) {
+      shape_ok = false;
+      break;
+    }
+    values[i] = encoded[live];
+    nulls[i] = encoded_nulls[live];
+    ++live;
+  }
+  if (!shape_ok || live != 5)
+    ereport(ERROR,
+            (errcode(ERRCODE_DATATYPE_MISMATCH),
+             errmsg("ratelimit: result type %s is not ratelimit_result's shape", format_type_be(type)),
+             errdetail("A decision is (ok boolean, retry_after double precision, retry_at timestamp with "
+                       "time zone, remaining double precision, reset_after double precision).")));
+  HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+  pfree(values);
+  pfree(nulls);
+  return tuple;
+}
+
+}  // namespace
+
+// Raises 22004 for a NULL argument that must not be NULL.
+void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what) {
+  if (PG_ARGISNULL(arg))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("%s must not be null", what)));
+}
+
+// The (name, key) identity from two arguments; a NULL key is the global
+// limit. key_arg < 0: the function has no key argument.
+LimitId IdFromArgs(FunctionCallInfo fcinfo, int name_arg, int key_arg) {
+  LimitId id{};
+  RequireNotNull(fcinfo, name_arg, "name");
+  SetIdText(PG_GETARG_TEXT_PP(name_arg), "name", &id.name_text, &id.name, &id.name_len);
+  if (key_arg >= 0 && !PG_ARGISNULL(key_arg))
+    SetIdText(PG_GETARG_TEXT_PP(key_arg), "key", &id.key_text, &id.key, &id.key_len);
+  return id;
+}
+
+// Reads (name, key, config, count, reserve) from the arguments starting at
+// `first`; count and reserve may be absent (argument index < 0).
+LimitCall LimitCallFromArgs(FunctionCallInfo fcinfo, int name, int key, int config, int count, int reserve) {
+  LimitCall call{};
+  call.id = IdFromArgs(fcinfo, name, key);
+  call.inline_config = PG_ARGISNULL(config) ? nullptr : PG_GETARG_JSONB_P(config);
+  call.request = Request{1, false};
+  if (count >= 0) {
+    RequireNotNull(fcinfo, count, "count");
+    call.request.count = PG_GETARG_FLOAT8(count) + 0.0;  // + 0.0 turns -0 into 0
+  }
+  if (reserve >= 0) {
+    RequireNotNull(fcinfo, reserve, "reserve");
+    call.request.reserve = PG_GETARG_BOOL(reserve);
+  }
+  return call;
+}
+
+TupleDesc ResultDesc(FunctionCallInfo fcinfo) {
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  return BlessTupleDesc(desc);
+}
+
+Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
+  // The declared result type's descriptor from the type cache (a named
+  // composite type, ratelimit_result): no copy per call, as
+  // get_call_result_type makes. A function declared otherwise asks it.
+  Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
+  if (type == RECORDOID) return HeapTupleGetDatum(DecisionTuple(ResultDesc(fcinfo), decision, type));
+  // The type cache's reference is released at the end of the transaction
+  // on an error (a resource owner's), else here.
+  TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+  HeapTuple tuple = DecisionTuple(desc, decision, type);
+  ReleaseTupleDesc(desc);
+  return HeapTupleGetDatum(tuple);
+}
+
+void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }
+
+// A tuplestore for a materialized set-returning function's rows.
+Tuplestorestate* MaterializedResult(FunctionCallInfo fcinfo, TupleDesc* desc) {
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("set-valued function called in context that cannot accept a set")));
+  MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+  if (get_call_result_type(fcinfo, nullptr, desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "ratelimit: return type must be a row type");
+  *desc = CreateTupleDescCopy(*desc);
+  Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+  rsinfo->returnMode = SFRM_Materialize;
+  rsinfo->setResult = store;
+  rsinfo->setDesc = *desc;
+  MemoryContextSwitchTo(old);
+  return store;
+}
+
+void EncodeEntry(const LimitId& id, const Decision& decision, Datum* values, bool* nulls) {
+  values[0] = PointerGetDatum(id.name_text);
+  values[1] = PointerGetDatum(id.key_text);
+  nulls[0] = false;
+  nulls[1] = id.key_text == nullptr;
+  EncodeDecision(decision, values + 2, nulls + 2);
+}
+
+// Adds one (name, key, ok, retry_after, retry_at, remaining, reset_after) row.
+void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, const Decision& decision) {
+  Datum values[kEntryColumns];
+  bool nulls[kEntryColumns];
+  EncodeEntry(id, decision, values, nulls);
+  tuplestore_putvalues(store, desc, values, nulls);
+}
+
+// The answer a ratelimit_result row carries: ok, remaining and reset_after
+// are required; retry_after (and retry_at) are NULL unless there is a retry.
+ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
+  ratelimit::HeaderAnswer answer;
+  answer.ok = DatumGetBool(RequiredResultField(result, 1, "ok"));
+  answer.remaining = DatumGetFloat8(RequiredResultField(result, 4, "remaining"));
+  answer.reset_after = DatumGetFloat8(RequiredResultField(result, 5, "reset_after"));
+  bool isnull = false;
+  Datum retry_after = GetAttributeByNum(result, 2, &isnull);
+  answer.has_retry = !isnull;
+  if (!isnull) answer.retry_after = DatumGetFloat8(retry_after);
+  Datum retry_at = GetAttributeByNum(result, 3, &isnull);
+  TimestampTz at = isnull ? 0 : DatumGetTimestampTz(retry_at);
+  answer.has_retry_at = answer.has_retry && !isnull && TimestamptzSupported(at);
+  if (answer.has_retry_at) answer.retry_at = UnixFromTimestamptz(at);
+  if (!ratelimit::HeaderAnswerFinite(answer))
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("result has a non-finite number"),
+                    errdetail("remaining, reset_after and retry_after must be finite.")));
+  return answer;
+}
+
+// One call's context: SPI, the extension's schema and the SQL role.
+Oid EnterCallContext(FunctionCallInfo fcinfo) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
+  const FunctionFacts& facts = FactsOfFunction(fcinfo->flinfo->fn_oid);
+  // The extension's objects are found as its members: a function outside
+  // it (a C function someone created on the library) has none.
+  if (!OidIsValid(facts.extension))
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("ratelimit: function %s is not a member of extension ratelimit",
+                           format_procedure(facts.function)),
+                    errdetail("The library finds its tables as members of the extension the called function "
+                              "belongs to."),
+                    errhint("Call the functions CREATE EXTENSION ratelimit created.")));
+  SetExtension(facts.extension, facts.extension_owner, facts.extension_namespace);
+  return SetSqlRole(facts.owner);
+}
+
+void LeaveCallContext(Oid previous_sql_role) {
+  SetSqlRole(previous_sql_role);
+  if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
+}
+
+}  // namespace ratelimit_pg

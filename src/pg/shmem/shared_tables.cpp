@@ -1,0 +1,286 @@
+// The shared-memory module (shared_tables.h): one control block, one DSA,
+// and a dshash table per SharedTable.
+#include <cstring>
+
+#include "shmem/shared_tables.h"
+
+extern "C" {
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/dsa.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+#include "support/compat.h"
+
+namespace ratelimit_pg {
+namespace {
+
+// The block's name carries its layout's version: a library of another
+// layout loaded into the same running server (the registry segment lives
+// until the restart) gets a block of its own, never this one.
+constexpr const char* kBlockName = "ratelimit_shared_tables_v1";
+constexpr const char* kAreaTrancheName = "ratelimit_dsa";
+
+struct TableControl {
+  int tranche_id;
+  dshash_table_handle handle;
+  Size header_offset;  // from the control block's start
+};
+
+struct SharedControl {
+  bool initialized;  // set last (a registry block whose making failed is never used)
+  int area_tranche_id;
+  dsa_handle area_handle;  // the registry's DSA (no preload)
+  Size area_offset;        // the in-place DSA (preload): from the block's start
+  Size area_size;
+  TableControl tables[kSharedTables];
+  // followed by the tables' headers, then (preload) the DSA area
+};
+
+SharedTableSpec specs[kSharedTables];
+bool spec_given[kSharedTables];
+
+SharedControl* control = nullptr;
+bool preloaded = false;
+bool attached = false;  // this backend attached, or found there is no memory
+dsa_area* area = nullptr;
+dshash_table* tables[kSharedTables];
+shmem_request_hook_type previous_request_hook = nullptr;
+shmem_startup_hook_type previous_startup_hook = nullptr;
+
+dshash_parameters ParamsOf(int table, int tranche_id) {
+  dshash_parameters params{};
+  params.key_size = specs[table].key_size;
+  params.entry_size = specs[table].entry_size;
+  params.compare_function = specs[table].compare;
+  params.hash_function = specs[table].hash;
+  compat::SetDshashCopy(&params);
+  params.tranche_id = tranche_id;
+  return params;
+}
+
+Size ControlSize() {
+  Size size = MAXALIGN(sizeof(SharedControl));
+  for (int i = 0; i < kSharedTables; ++i)
+    if (spec_given[i]) size = add_size(size, MAXALIGN(specs[i].header_size));
+  return size;
+}
+
+// The in-place DSA's size for the tables at their most entries: each entry
+// (dshash's item header with it, rounded up to the DSA's size classes), the
+// bucket arrays (dshash doubles them at a load of 3/4, the old array freed
+// after the new one is made), and room for the DSA's own pages.
+Size AreaSize() {
+  Size size = 4 * 1024 * 1024;
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i]) continue;
+    Size entries = static_cast<Size>(specs[i].max_entries());
+    Size item = MAXALIGN(specs[i].entry_size) + 16;
+    size = add_size(size, mul_size(entries, item + item / 4));
+    Size buckets = 128;
+    while (buckets < entries * 4) buckets *= 2;
+    size = add_size(size, mul_size(buckets, sizeof(dsa_pointer) * 3));
+  }
+  return size;
+}
+
+// Registers the locks' names in this backend (for wait events).
+void NameTranches() {
+  LWLockRegisterTranche(control->area_tranche_id, kAreaTrancheName);
+  for (int i = 0; i < kSharedTables; ++i)
+    if (spec_given[i]) LWLockRegisterTranche(control->tables[i].tranche_id, specs[i].tranche_name);
+}
+
+// Fills the control block and the headers (once, by whoever makes them).
+void InitControl(SharedControl* c) {
+  std::memset(c, 0, sizeof(SharedControl));
+  c->area_tranche_id = LWLockNewTrancheId();
+  Size offset = MAXALIGN(sizeof(SharedControl));
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i]) continue;
+    c->tables[i].tranche_id = LWLockNewTrancheId();
+    c->tables[i].header_offset = offset;
+    specs[i].init_header(reinterpret_cast<char*>(c) + offset);
+    offset += MAXALIGN(specs[i].header_size);
+  }
+}
+
+void* HeaderOf(SharedControl* c, int table) {
+  return reinterpret_cast<char*>(c) + c->tables[table].header_offset;
+}
+
+// Makes the tables in `a` and keeps their handles.
+void CreateTables(SharedControl* c, dsa_area* a, bool keep) {
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i]) continue;
+    dshash_parameters params = ParamsOf(i, c->tables[i].tranche_id);
+    dshash_table* table = dshash_create(a, &params, HeaderOf(c, i));
+    c->tables[i].handle = dshash_get_hash_table_handle(table);
+    if (keep) {
+      tables[i] = table;
+    } else {
+      dshash_detach(table);
+    }
+  }
+}
+
+void RequestShmem() {
+  if (previous_request_hook != nullptr) previous_request_hook();
+  RequestAddinShmemSpace(add_size(ControlSize(), AreaSize()));
+}
+
+// In the postmaster: the block with the DSA in place, limited to its size
+// so that nothing of it ever lives outside the main shared memory.
+void StartupShmem() {
+  if (previous_startup_hook != nullptr) previous_startup_hook();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found = false;
+  Size area_size = AreaSize();
+  auto* c =
+      static_cast<SharedControl*>(ShmemInitStruct(kBlockName, add_size(ControlSize(), area_size), &found));
+  if (!found) {
+    InitControl(c);
+    c->area_offset = ControlSize();
+    c->area_size = area_size;
+    dsa_area* a = dsa_create_in_place(reinterpret_cast<char*>(c) + c->area_offset, area_size,
+                                      c->area_tranche_id, nullptr);
+    dsa_pin(a);
+    dsa_set_size_limit(a, area_size);
+    CreateTables(c, a, false);
+    dsa_detach(a);
+    c->initialized = true;
+  }
+  LWLockRelease(AddinShmemInitLock);
+  control = c;
+}
+
+// In a backend, without the preload (17 on): the registry segment's init.
+void InitRegistryBlock(void* memory) {
+  auto* c = static_cast<SharedControl*>(memory);
+  InitControl(c);
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  area = dsa_create(c->area_tranche_id);
+  dsa_pin(area);
+  dsa_pin_mapping(area);
+  CreateTables(c, area, true);
+  c->area_handle = dsa_get_handle(area);
+  MemoryContextSwitchTo(old);
+  c->initialized = true;
+}
+
+// Attaches this backend (once; an error leaves it to the next call): the
+// block, the area and every table.
+void Attach() {
+  if (control == nullptr) {
+    bool found = false;
+    control = static_cast<SharedControl*>(
+        compat::NamedSharedSegment(kBlockName, ControlSize(), InitRegistryBlock, &found));
+    if (control == nullptr) {
+      attached = true;  // none to be had (15 without the preload)
+      return;
+    }
+    if (!found) {  // made (and attached) by InitRegistryBlock
+      NameTranches();
+      attached = true;
+      return;
+    }
+  }
+  if (!control->initialized)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("ratelimit's shared memory was not made: an earlier attempt failed"),
+                    errhint("Restart the server, or add ratelimit to shared_preload_libraries.")));
+  NameTranches();
+  MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+  if (preloaded) {
+    area = dsa_attach_in_place(reinterpret_cast<char*>(control) + control->area_offset, nullptr);
+  } else {
+    area = dsa_attach(control->area_handle);
+  }
+  dsa_pin_mapping(area);
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i]) continue;
+    dshash_parameters params = ParamsOf(i, control->tables[i].tranche_id);
+    tables[i] = dshash_attach(area, &params, control->tables[i].handle, HeaderOf(control, i));
+  }
+  MemoryContextSwitchTo(old);
+  attached = true;
+}
+
+}  // namespace
+
+void DefineSharedTable(SharedTable table, const SharedTableSpec& spec) {
+  specs[static_cast<int>(table)] = spec;
+  spec_given[static_cast<int>(table)] = true;
+}
+
+void RequestSharedTables() {
+  if (!process_shared_preload_libraries_in_progress) return;
+  preloaded = true;
+  previous_request_hook = shmem_request_hook;
+  shmem_request_hook = RequestShmem;
+  previous_startup_hook = shmem_startup_hook;
+  shmem_startup_hook = StartupShmem;
+}
+
+bool SharedTablesPreloaded() { return preloaded; }
+
+uint64 NewTableSeed() {
+  uint64 seed = 0;
+  if (!pg_strong_random(&seed, sizeof seed))
+    seed = static_cast<uint64>(GetCurrentTimestamp()) ^ (static_cast<uint64>(MyProcPid) << 32);
+  return seed;
+}
+
+uint32 SeededHash(const void* bytes, int len, uint64 seed) {
+  uint64 h = hash_bytes_extended(static_cast<const unsigned char*>(bytes), len, seed);
+  return static_cast<uint32>(h ^ (h >> 32));
+}
+
+int CopySorted(dshash_table* table, size_t size, EntryCopier copy, void* arg,
+               int (*compare)(const void*, const void*), void** out) {
+  int capacity = 64;
+  int count = 0;
+  auto* copied = static_cast<char*>(palloc(size * capacity));
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, false);
+  while (void* entry = dshash_seq_next(&scan)) {
+    if (count == capacity) {
+      capacity *= 2;
+      copied = static_cast<char*>(repalloc_huge(copied, size * capacity));
+    }
+    if (copy(entry, copied + size * count, arg)) ++count;
+  }
+  dshash_seq_term(&scan);
+  qsort(copied, count, size, compare);
+  *out = copied;
+  return count;
+}
+
+void DetachSharedTables() {
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (tables[i] == nullptr) continue;
+    dshash_detach(tables[i]);
+    tables[i] = nullptr;
+  }
+  if (area != nullptr) dsa_detach(area);
+  area = nullptr;
+  attached = false;
+}
+
+dshash_table* AttachSharedTable(SharedTable table, void** header) {
+  if (!attached) Attach();
+  int i = static_cast<int>(table);
+  if (control == nullptr || tables[i] == nullptr) {
+    if (header != nullptr) *header = nullptr;
+    return nullptr;
+  }
+  if (header != nullptr) *header = reinterpret_cast<char*>(control) + control->tables[i].header_offset;
+  return tables[i];
+}
+
+}  // namespace ratelimit_pg

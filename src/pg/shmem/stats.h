@@ -1,0 +1,26 @@
+// Decision counters in shared memory (stats.cpp): ratelimit_stats.
+#pragma once
+
+#include "support/limit_call.h"
+
+extern "C" {
+#include "fmgr.h"
+}
+
+namespace ratelimit_pg {
+
+// The GUCs and the names' table spec; in _PG_init, before RequestSharedTables.
+void DefineStatsGucs();
+// Each counts under the call's name; a name whose limit is the owner's (a
+// definition or an override: call.owner_config) may take a slot of the
+// half reserved for those.
+void CountDecision(const LimitCall& call, const Decision& decision, bool shadow_refused);
+void CountRefund(const LimitCall& call, double amount);
+void CountLockWait(const LimitCall& call);
+// A new memory limit found no room (ratelimit.memory_max_keys).
+void CountMemoryFull(const LimitCall& call);
+// ratelimit_stats_rows' rows (materialized) and ratelimit_stats_reset.
+Datum StatsRows(FunctionCallInfo fcinfo);
+void ResetStats();
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,47 @@
+// The storages a limit can live in, which one a call uses, and their
+// settings and hooks.
+#include <cstring>
+
+#include "storage/storage.h"
+
+#include "storage/memory/memory_persist.h"
+#include "storage/memory/memory_storage.h"
+#include "storage/table/table_storage.h"
+
+namespace ratelimit_pg {
+
+void DefineStorages() { DefineMemoryStorage(); }
+
+void RegisterStorageHooks() { RegisterMemoryPersistence(); }
+
+namespace {
+
+// Every storage; a config's "storage" is its index here (0, the table, the
+// default).
+const Storage* const kStorages[] = {&TableStorage(), &MemoryStorage()};
+constexpr int kStorageCount = static_cast<int>(sizeof kStorages / sizeof kStorages[0]);
+
+}  // namespace
+
+const Storage& StorageFor(const LimitConfig& config) {
+  if (config.storage < 0 || config.storage >= kStorageCount)
+    elog(ERROR, "ratelimit: no storage %d", config.storage);
+  return *kStorages[config.storage];
+}
+
+const Storage& StorageFor(const LimitCall& call) { return StorageFor(call.config); }
+
+int StorageIndexNamed(const char* name, int len) {
+  for (int i = 0; i < kStorageCount; ++i)
+    if (static_cast<int>(std::strlen(kStorages[i]->name)) == len &&
+        std::memcmp(kStorages[i]->name, name, len) == 0)
+      return i;
+  return -1;
+}
+
+int AllStorages(const Storage* const** out) {
+  *out = kStorages;
+  return kStorageCount;
+}
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,100 @@
+// What the extension knows of the catalogs, in one place with one
+// invalidation path (catalog.cpp): the schema a call runs in, the oids of
+// its relations and of the state table's probe indexes, the facts its SQL
+// text is made from, the generations of definitions and overrides, and the
+// called functions' owners. One relcache callback and one syscache
+// callback per catalog keep all of it; the caches other modules derive
+// from it (plans, parsed configs, the state table's shape) carry the
+// generation they were derived in and are redone when it moves.
+//
+// Nothing here is trusted before a lock: a caller locks the relation, which
+// processes the invalidations other sessions' DDL queued, and then looks
+// (oids are hints until then, checked again after the lock).
+#pragma once
+
+#include "support/limit_call.h"
+
+extern "C" {
+#include "storage/lockdefs.h"
+}
+
+namespace ratelimit_pg {
+
+void RegisterCatalogInvalidation();
+
+// The extension the called function is a member of, its owner and its
+// schema; set by each call before it touches anything else
+// (api/fn_args.cpp, from FactsOfFunction).
+void SetExtension(Oid extension, Oid owner, Oid extension_namespace);
+Oid ExtensionOid();
+Oid ExtensionNamespace();
+
+// The relations: the extension's members of these names (pg_depend
+// deptype 'e' on its pg_extension row), in its schema, owned by its owner;
+// a same-named relation of anyone else's is never one of them. No lock is
+// taken. The state and definition tables raise (42P01) if missing; the
+// override table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0
+// created it.
+Oid StateTableOid();
+Oid DefinitionTableOid();
+Oid OverrideTableOid();
+
+// Locks the relation `oid_of` finds (StateTableOid, DefinitionTableOid,
+// OverrideTableOid) in `mode`, retrying if the name came to mean another
+// relation before the lock was granted (a DROP and CREATE EXTENSION), as
+// RangeVarGetRelidExtended does. Returns its oid; InvalidOid (nothing
+// locked) when oid_of finds none.
+Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode);
+
+// Changes whenever the state table, either probe index (WatchStateTable:
+// the relations a derivation read) or a schema is invalidated: what a
+// module derived from them in an earlier generation must be derived again.
+uint64 StateTableGeneration();
+void WatchStateTable(Oid table, Oid keyed, Oid null_key);
+
+// The facts the SQL statements' text is made from: the schema's name and
+// whether the state table has idle_at (0.1.0 does not: a newer library must
+// work until ALTER EXTENSION UPDATE). version changes whenever they do.
+struct SchemaFacts {
+  uint64 version;
+  Oid namespace_oid;
+  char schema[NAMEDATALEN];
+  Oid state_table;
+  bool has_idle_at;
+};
+const SchemaFacts& CurrentSchemaFacts();
+
+// Whether state rows tag their kind in prev (from 0.5.0, which created the
+// override table; before, a fixed window's row has a NULL prev too).
+bool RowKindsTagged();
+
+// Change whenever any backend changes definitions (overrides), or this one
+// does, at once: any DML on the table sends a relcache invalidation of it.
+uint64 DefinitionsGeneration();
+uint64 OverridesGeneration();
+// Tells every backend (at commit; this one at once) that they changed.
+void InvalidateDefinitions();
+void InvalidateOverrides();
+
+// What a call needs of the called function, from pg_proc: its schema (the
+// extension's), its owner (whom the SQL it runs runs as) and its result
+// type; and the extension it is a member of (InvalidOid: none), with that
+// extension's owner and schema (pg_extension).
+struct FunctionFacts {
+  Oid function;
+  Oid namespace_oid;
+  Oid owner;
+  Oid result_type;
+  Oid extension;
+  Oid extension_owner;
+  Oid extension_namespace;
+};
+const FunctionFacts& FactsOfFunction(Oid function);
+
+// Whether `function` is the extension's own trigger function
+// (ratelimit_definitions_changed, which the config tables' installed
+// statement triggers call): a C function of the library, a member of the
+// extension. It runs no code of the owner's.
+bool IsExtensionTriggerFunction(Oid function);
+
+}  // namespace ratelimit_pg
