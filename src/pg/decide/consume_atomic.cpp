@@ -6,7 +6,6 @@
 
 #include "decide/decide.h"
 #include "decide/pending_grants.h"
-#include "shmem/stats.h"
 #include "storage/storage.h"
 #include "support/clock.h"
 #include "support/errors.h"
@@ -52,51 +51,24 @@ NewRowRoom RoomFor(const LimitCall& call) {
                     call.config.has_name_rows ? static_cast<int64>(call.config.name_rows) : 0};
 }
 
-[[noreturn]] void RaiseNoRoom(const LimitCall& call, bool for_name) {
-  CountMemoryFull(call);
-  if (for_name)
-    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-                    errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
-                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
-                    errdetail("Every entry of the limit holds a key that is not back in its initial state."),
-                    errhint("Raise the limit's memoryKeys.")));
-  ereport(ERROR,
-          (errcode(ERRCODE_OUT_OF_MEMORY),
-           errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
-                  EchoLength(call.id.name, call.id.name_len), call.id.name),
-           errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
-                                       : "Every entry, or every entry of the half that limits called with "
-                                         "inline configs may take, holds a limit that is not back in its "
-                                         "initial state."),
-           errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
-  pg_unreachable();
-}
-
 // A call under a config this transaction changed and has not committed:
 // the entry would keep what a rollback of the change takes back.
-void RequireCommittedConfig(const LimitCall& call) {
-  if (!ConfigChangedHere(call.id)) return;
-  ereport(ERROR,
-          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-           errmsg("memory rate limit \"%.*s\" cannot be called in the transaction that changes its config",
-                  EchoLength(call.id.name, call.id.name_len), call.id.name),
-           errdetail("A memory limit's entry is not rolled back with the transaction: a decision under a "
-                     "config that a rollback could take back would outlive it."),
-           errhint("Commit the config change first.")));
+void RequireCommittedConfig(const Storage& storage, const LimitCall& call) {
+  if (ConfigChangedHere(call.id)) storage.raise_uncommitted_config(call);
 }
 
 }  // namespace
 
 Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
   const Storage& storage = StorageFor(call);
-  RequireCommittedConfig(call);
+  RequireCommittedConfig(storage, call);
   bool remember = keep_scoped || !call.config.keep_on_rollback;
   int record = remember ? ReservePendingGrant(storage, call) : -1;
   StepContext step{&call, ClockForLock(), 0, 0, {}, 0};
   ModifyResult result = storage.modify(call.id, RoomFor(call), TakeStep, &step);
   if (result != ModifyResult::kDone) {
     if (remember) ForgetPendingGrant(record);
-    RaiseNoRoom(call, result == ModifyResult::kNoRoomForName);
+    storage.raise_no_room(call, result == ModifyResult::kNoRoomForName);
   }
   if (remember) {
     if (step.decision.ok) {
@@ -109,9 +81,10 @@ Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
 }
 
 Decision RefundAtomically(const LimitCall& call, double amount) {
-  RequireCommittedConfig(call);
+  const Storage& storage = StorageFor(call);
+  RequireCommittedConfig(storage, call);
   StepContext step{&call, ClockForLock(), 0, amount, {}, 0};
-  StorageFor(call).modify(call.id, RoomFor(call), RefundTokensStep, &step);
+  storage.modify(call.id, RoomFor(call), RefundTokensStep, &step);
   return step.decision;
 }
 

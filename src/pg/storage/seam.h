@@ -167,6 +167,12 @@ struct Storage {
   // storage keeps one row per limit) under the storage's lock on it, and
   // stores what it writes; a new row must fit `room`.
   ModifyResult (*modify)(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) = nullptr;
+  // (Undo::kByRefund.) Raise the storage's errors: modify found no room
+  // for the call's new row (for_name: the name's bound), and a call under a
+  // config its own transaction changed and has not committed (ConfigChangedHere:
+  // such a storage's rows are not rolled back with the change).
+  void (*raise_no_room)(const LimitCall& call, bool for_name) = nullptr;
+  void (*raise_uncommitted_config)(const LimitCall& call) = nullptr;
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

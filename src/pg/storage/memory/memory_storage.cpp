@@ -20,6 +20,7 @@
 
 #include "storage/memory/memory_storage.h"
 
+#include "storage/memory/memory_errors.h"
 #include "storage/memory/memory_names.h"
 #include "shmem/shared_tables.h"
 #include "shmem/slot_quota.h"
@@ -409,6 +410,8 @@ constexpr Storage kMemoryStorage = {
     .delete_idle = DeleteIdle,
     .scan_status = ScanStatus,
     .modify = Modify,
+    .raise_no_room = RaiseMemoryNoRoom,
+    .raise_uncommitted_config = RaiseMemoryUncommittedConfig,
 };
 
 }  // namespace

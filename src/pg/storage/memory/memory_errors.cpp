@@ -1,0 +1,40 @@
+// The memory storage's own errors (memory_errors.h).
+#include "storage/memory/memory_errors.h"
+
+#include "shmem/stats.h"
+#include "support/errors.h"
+
+namespace ratelimit_pg {
+
+void RaiseMemoryNoRoom(const LimitCall& call, bool for_name) {
+  CountMemoryFull(call);
+  if (for_name)
+    ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                    errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
+                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
+                    errdetail("Every entry of the limit holds a key that is not back in its initial state."),
+                    errhint("Raise the limit's memoryKeys.")));
+  ereport(ERROR,
+          (errcode(ERRCODE_OUT_OF_MEMORY),
+           errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",
+                  EchoLength(call.id.name, call.id.name_len), call.id.name),
+           errdetail(call.owner_config ? "Every entry holds a limit that is not back in its initial state."
+                                       : "Every entry, or every entry of the half that limits called with "
+                                         "inline configs may take, holds a limit that is not back in its "
+                                         "initial state."),
+           errhint("Raise ratelimit.memory_max_keys, or define the limit with ratelimit_define().")));
+  pg_unreachable();
+}
+
+void RaiseMemoryUncommittedConfig(const LimitCall& call) {
+  ereport(ERROR,
+          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+           errmsg("memory rate limit \"%.*s\" cannot be called in the transaction that changes its config",
+                  EchoLength(call.id.name, call.id.name_len), call.id.name),
+           errdetail("A memory limit's entry is not rolled back with the transaction: a decision under a "
+                     "config that a rollback could take back would outlive it."),
+           errhint("Commit the config change first.")));
+  pg_unreachable();
+}
+
+}  // namespace ratelimit_pg

@@ -1,0 +1,18 @@
+// The errors only the memory storage raises (memory_errors.cpp), as steps of
+// its Storage: no room for a new entry, and a call in the transaction that
+// changed its config (an entry is not rolled back with it).
+#pragma once
+
+#include "support/limit_call.h"
+
+namespace ratelimit_pg {
+
+// Storage::raise_no_room: the call's new entry had no room; for_name: its
+// name's memoryKeys are in use, else ratelimit.memory_max_keys (counted in
+// ratelimit_stats.memory_full).
+[[noreturn]] void RaiseMemoryNoRoom(const LimitCall& call, bool for_name);
+// Storage::raise_uncommitted_config: 55000 for a call under a config this
+// transaction changed and has not committed.
+[[noreturn]] void RaiseMemoryUncommittedConfig(const LimitCall& call);
+
+}  // namespace ratelimit_pg
