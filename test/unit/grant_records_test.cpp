@@ -81,6 +81,25 @@ class Transaction {
     return list.Remember(i);
   }
 
+  // A reservation (ratelimit_limit_all reserves each limit's record, then
+  // grants); Granted or NotGrantedAt follows.
+  int Reserve(std::uint32_t sub, int key) {
+    if (list.Full()) Grow();
+    TestRecord r{};
+    r.key = key;
+    r.hash = hash_mod_ > 0 ? static_cast<std::uint32_t>(key) % hash_mod_
+                           : static_cast<std::uint32_t>(key) * 2654435761u;
+    r.subid = sub;
+    r.below = list.NewestOfKey(r);
+    return list.Add(r);
+  }
+  int Granted(int i, double amount) {
+    list[i].amount = amount;
+    list[i].active = true;
+    return list.Remember(i);
+  }
+  void NotGrantedAt(int i) { list.Forget(i); }
+
   // A call that was reserved but not granted.
   void NotGranted(std::uint32_t sub, int key) {
     if (list.Full()) Grow();
@@ -178,6 +197,18 @@ TEST(GrantRecords, NotGrantedIsDropped) {
   EXPECT_EQ(t.list.Count(), 0);
 }
 
+TEST(GrantRecords, AReservationNotGrantedIsNotGivenBack) {
+  Transaction t;
+  t.Grant(1, 5, 1);
+  int a = t.Reserve(1, 7);
+  int b = t.Reserve(1, 8);
+  t.NotGrantedAt(a);  // not the newest: left inactive
+  t.Granted(b, 2);
+  EXPECT_EQ(t.list.Count(), 3);
+  EXPECT_EQ(t.Abort(), (Refunds{{5, 1}, {8, 2}}));
+  EXPECT_EQ(t.refunds_given, 2);
+}
+
 TEST(GrantRecords, CommittedSubtransactionMergesIntoParent) {
   Transaction t;
   t.Grant(1, 7, 2);
@@ -195,6 +226,17 @@ TEST(GrantRecords, CommittedSubtransactionMergesIntoParent) {
   t.Grant(1, 9, 1);
   EXPECT_EQ(t.list.Count(), 3);
   EXPECT_EQ(t.Abort(), (Refunds{{7, 6}, {8, 1}, {9, 6}}));
+}
+
+TEST(GrantRecords, MergesIntoTheParentPastTheChildsOwnRecordsOfTheKey) {
+  Transaction t;
+  t.Grant(1, 7, 1);
+  t.Grant(2, 7, 2, /*keep=*/true);
+  t.Grant(2, 7, 3);  // its chain: the keep record, then the parent's
+  EXPECT_EQ(t.RecordsOf(2), 2);
+  t.Commit(2, 1);
+  EXPECT_EQ(t.list.Count(), 1);
+  EXPECT_EQ(t.Held(1), (Refunds{{7, 4}}));
 }
 
 TEST(GrantRecords, RolledBackSubtransactionGivesBackItsOwnOnce) {
@@ -278,6 +320,40 @@ TEST(GrantRecords, TombstonesDoNotBreakLookup) {
   for (const auto& [key, amount] : held) total += amount;
   // 5 first, 2000 in the parent, 667 committed rounds of 4.
   EXPECT_EQ(total, 5 + 2000 + 667 * 4);
+}
+
+TEST(GrantRecords, AKeyIsFoundPastATombstone) {
+  Transaction t(/*hash_mod=*/1);    // one probe path for every key
+  t.Grant(2, 1, 1, /*keep=*/true);  // the path's first slot
+  t.Grant(2, 2, 1);                 // its second
+  t.Commit(2, 1);                   // key 1 dropped: a tombstone before key 2
+  EXPECT_EQ(t.list.Tombstones(), 1);
+  t.Grant(1, 2, 1);
+  EXPECT_EQ(t.list.Count(), 1);
+  EXPECT_EQ(t.Held(1), (Refunds{{2, 2}}));
+  t.Grant(1, 3, 1);  // takes the tombstone's slot
+  EXPECT_EQ(t.list.Tombstones(), 0);
+  t.Grant(1, 3, 1);
+  t.Grant(1, 2, 1);
+  EXPECT_EQ(t.list.Count(), 2);
+  EXPECT_EQ(t.Abort(), (Refunds{{2, 3}, {3, 2}}));
+}
+
+TEST(GrantRecords, TombstonesAreSweptWhenTheyPileUp) {
+  Transaction t;
+  for (int k = 0; k < 3; ++k) t.Grant(1, k, 1);
+  int most_tombstones = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::uint32_t sub = 2 + static_cast<std::uint32_t>(round);
+    for (int j = 0; j < 4; ++j) t.Grant(sub, 1000 + 4 * round + j, 1);  // fresh keys, spread
+    ASSERT_EQ(t.RollBack(sub).size(), 4u);
+    most_tombstones = std::max(most_tombstones, t.list.Tombstones());
+    ASSERT_LE(t.list.Tombstones(), t.list.Capacity()) << "round " << round;
+    t.Grant(1, round % 3, 1);
+    ASSERT_EQ(t.list.Count(), 3) << "round " << round;
+  }
+  EXPECT_GT(most_tombstones, 4);
+  EXPECT_EQ(t.list.Capacity(), 8);
 }
 
 TEST(GrantRecords, GrowsAndKeepsEveryKey) {
