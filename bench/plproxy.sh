@@ -11,7 +11,11 @@
 # receives it from PL/Proxy, the PL/Proxy function without the router's
 # wrapper, and the routed call); and the cost of a refusal, direct and
 # through the router, with throws => false and with throws => true, with
-# the partition sessions each refusal loop opened.
+# the partition sessions each refusal loop opened, and of a bad argument
+# (SQLSTATE 22023) to ratelimit_limit and to ratelimit_value. Beside the
+# throughput, the CPU time each call costs the router backend and the
+# partition backend (read from /proc: on a shared machine other work slows
+# the calls down, but does not add to their CPU time as much).
 #
 #   bench/plproxy.sh            # uses the extensions already installed
 #   bench/plproxy.sh --build    # builds and installs them first
@@ -45,7 +49,7 @@ source scripts/lib.sh
 SECONDS_PER_RUN=${BENCH_SECONDS:-10}
 WARMUP=${BENCH_WARMUP:-3}
 ROUNDS=${BENCH_ROUNDS:-1}
-KEYS=100000
+KEYS=${BENCH_KEYS:-100000}
 REFUSALS=2000
 GRID=${BENCH_GRID:-full}
 OUT=bench/plproxy-latest.md
@@ -99,12 +103,23 @@ psql_in -d r1 -c "CREATE FUNCTION bench_noop(hash integer) RETURNS integer LANGU
     RUN ON hash;
     SELECT 1;
 \$\$"
-# The previous release's router (ratelimit_proxy 0.6.0) over the same
-# partition, which serves it too: the same run's baseline.
-psql_in -d postgres -c "CREATE DATABASE r1_060"
-psql_in -d r1_060 -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '0.6.0'" \
-  -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
-  -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
+# The previous releases' routers (ratelimit_proxy 0.7.0, and 0.6.0, which
+# let the partition raise) over the same partition, which serves them too:
+# the same run's baselines.
+for old in 0.7.0 0.6.0; do
+  psql_in -d postgres -c "CREATE DATABASE r1_${old//./}"
+  psql_in -d "r1_${old//./}" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$old'" \
+    -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
+    -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
+done
+# The partition backend of a router session, for the CPU times.
+for db in r1 r1_070; do
+  psql_in -d "$db" -c "CREATE FUNCTION bench_partition_pid() RETURNS integer LANGUAGE plproxy AS \$\$
+    CLUSTER 'ratelimit';
+    RUN ON 0;
+    SELECT pg_backend_pid();
+\$\$"
+done
 
 cat >"$WORK/grant.sql" <<SQL
 \set k random(1, $KEYS)
@@ -158,6 +173,56 @@ run_load() {
 # The median of the numbers given as arguments.
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# CPU µs per call of the backend of a psql session on database $1 and, for
+# a router database ($4 = routed), of its partition backend: $2 prepared
+# once (statement p, or nothing), then $CPU_CALLS statements $3 (a printf
+# template given the key number), each its own transaction, after 200 of
+# them to warm up. Prints "<backend µs> <partition µs>" (the partition's 0
+# when not routed). Clock ticks of /proc/<pid>/stat (10 ms each): 3000
+# calls of 100 µs are 30 ticks, so about ±3%.
+CPU_CALLS=3000
+# shellcheck disable=SC2059 # the templates are printf formats
+cpu_micros() {
+  local db=$1 prepare=$2 template=$3 routed=${4:-} i part="0"
+  [ -n "$routed" ] && part="bench_partition_pid()"
+  local ticks="(SELECT (s[12])::bigint + (s[13])::bigint FROM (SELECT regexp_split_to_array(split_part(
+                  pg_read_file('/proc/' || %s || '/stat'), ') ', 2), ' ') AS s) AS x)"
+  {
+    echo "$prepare"
+    for i in $(seq 200); do printf "$template\n" $((i % KEYS + 1)); done
+    echo "SELECT pg_backend_pid() AS pid, $part AS ppid \\gset"
+    echo "SELECT $(printf "$ticks" :pid) AS t0, CASE WHEN :ppid = 0 THEN 0 ELSE $(printf "$ticks" :ppid) END AS p0 \\gset"
+    for i in $(seq "$CPU_CALLS"); do printf "$template\n" $((i * 7919 % KEYS + 1)); done
+    echo "SELECT round(($(printf "$ticks" :pid) - :t0) * 1e6 / $(getconf CLK_TCK) / $CPU_CALLS),
+                 CASE WHEN :ppid = 0 THEN 0 ELSE round(($(printf "$ticks" :ppid) - :p0) * 1e6 / $(getconf CLK_TCK) / $CPU_CALLS) END;"
+  } >"$WORK/cpu.sql"
+  psql_in -At -F ' ' -d "$db" -f "$WORK/cpu.sql" | tail -1
+}
+
+# Microseconds per call of $3 calls of statement $4 in one session of
+# database $1, each raising SQLSTATE $2 (caught in the loop), and the
+# sessions the partition database `direct` gained meanwhile.
+error_micros() {
+  local db=$1 state=$2 calls=$3 statement=$4 before after micros
+  before=$(direct_sessions)
+  micros=$(psql_in -At -d "$db" <<SQL | tail -1
+CREATE TEMP TABLE t AS SELECT clock_timestamp() AS t0;
+DO \$\$
+BEGIN
+  FOR i IN 1..$calls LOOP
+    BEGIN
+      $statement;
+    EXCEPTION WHEN SQLSTATE '$state' THEN NULL;
+    END;
+  END LOOP;
+END \$\$;
+SELECT round(extract(epoch FROM clock_timestamp() - t0) * 1e6 / $calls) FROM t;
+SQL
+  )
+  after=$(direct_sessions)
+  echo "$micros $((after - before))"
+}
+
 # Microseconds per refused call of $3 calls in one session of database $1,
 # with throws => $2 (errors caught in the loop), and the sessions the
 # partition database `direct` gained meanwhile (the router session's own
@@ -193,7 +258,7 @@ direct_sessions() {
 
 # Each cell's rounds are interleaved with the other targets' (direct, r1,
 # r2, r4, direct, r1, ...), so a change in the machine's load hits them alike.
-declare -A tps runs
+declare -A tps runs cpu cpu_part
 CLIENTS="1 8 32"
 TARGETS="direct r1 r2 r4"
 WORKLOADS="override memory"
@@ -201,7 +266,19 @@ if [ "$GRID" = router ]; then CLIENTS=1; TARGETS=""; WORKLOADS=""; fi
 # The breakdown at 1 client: target, database, workload, pgbench mode.
 BREAKDOWN=("direct direct grant prepared" "partition_statement direct partition_statement extended"
            "noop r1 noop prepared" "proxy r1 proxy prepared" "routed r1 grant prepared"
-           "routed_060 r1_060 grant prepared")
+           "routed_070 r1_070 grant prepared")
+# The same targets' CPU time per call: database, statement prepared, the
+# statement run (%s: the key number), routed or not.
+CFG_SQL="'$CONFIG'"
+declare -A CPU_SPECS=(
+  [direct]="direct|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|"
+  [partition_statement]="direct||SELECT * FROM public.ratelimit_proxy_limit('n'::text, 'k%s'::text, $CFG_SQL::jsonb, 1::double precision, false::boolean, false::boolean, 'plain'::text);|"
+  [noop]="r1|PREPARE p(text) AS SELECT bench_noop(ratelimit_hash('n', \$1));|EXECUTE p('k%s');|routed"
+  [proxy]="r1|PREPARE p(text) AS SELECT ok FROM ratelimit_proxy_limit(ratelimit_hash('n', \$1), 'n', \$1, $CFG_SQL, 1, false, false, 'plain');|EXECUTE p('k%s');|routed"
+  [routed]="r1|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|routed"
+  [routed_070]="r1_070|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|routed"
+)
+CPU_TARGETS="direct partition_statement noop proxy routed routed_070"
 for sync in on off; do
   psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
   for clients in $CLIENTS; do
@@ -242,6 +319,22 @@ for sync in on off; do
     tps[breakdown,$sync,$name]=$(median ${runs[breakdown,$sync,$name]})
     echo "breakdown synchronous_commit=$sync $name: ${tps[breakdown,$sync,$name]} tps (${runs[breakdown,$sync,$name]% })"
   done
+  # CPU time per call, interleaved likewise; the median of each side.
+  for _ in $(seq "$ROUNDS"); do
+    for name in $CPU_TARGETS; do
+      IFS='|' read -r db prepare template routed <<<"${CPU_SPECS[$name]}"
+      read -r own part <<<"$(cpu_micros "$db" "$prepare" "$template" "$routed")"
+      runs[cpu,$sync,$name]+="$own "
+      runs[cpu_part,$sync,$name]+="$part "
+    done
+  done
+  for name in $CPU_TARGETS; do
+    # shellcheck disable=SC2086 # the runs are a list of numbers
+    cpu[$sync,$name]=$(median ${runs[cpu,$sync,$name]})
+    # shellcheck disable=SC2086
+    cpu_part[$sync,$name]=$(median ${runs[cpu_part,$sync,$name]})
+    echo "cpu synchronous_commit=$sync $name: ${cpu[$sync,$name]} + ${cpu_part[$sync,$name]} µs (${runs[cpu,$sync,$name]% }/ ${runs[cpu_part,$sync,$name]% })"
+  done
 done
 psql_in -d postgres -c "ALTER SYSTEM RESET synchronous_commit" -c "SELECT pg_reload_conf()" >/dev/null
 # Each: "<µs per call> <partition sessions opened>", all with the same count.
@@ -252,6 +345,22 @@ read -r refused_r1_throws sessions_r1_throws <<<"$(refusal_micros r1 true $REFUS
 # The 0.6.0 router reconnects after each refusal with throws: fewer calls.
 read -r refused_060 sessions_060 <<<"$(refusal_micros r1_060 false $REFUSALS)"
 read -r refused_060_throws sessions_060_throws <<<"$(refusal_micros r1_060 true $((REFUSALS / 10)))"
+# A bad argument (22023): a config with rate 0, to ratelimit_limit (errors
+# as data since 0.7.0) and to ratelimit_value (since 0.8.0).
+BAD_CONFIG='{"kind": "token bucket", "rate": 0, "period": 1000}'
+BAD_LIMIT="PERFORM ratelimit_limit('n', 'k1', '$BAD_CONFIG')"
+BAD_VALUE="PERFORM * FROM ratelimit_value('n', 'k1', '$BAD_CONFIG')"
+declare -A bad bad_sessions
+for db in direct r1 r1_070; do
+  for what in limit value; do
+    statement=$BAD_LIMIT
+    [ "$what" = value ] && statement=$BAD_VALUE
+    calls=$REFUSALS
+    # The 0.7.0 router reconnects after each bad ratelimit_value: fewer calls.
+    [ "$db" = r1_070 ] && [ "$what" = value ] && calls=$((REFUSALS / 10))
+    read -r "bad[$db,$what]" "bad_sessions[$db,$what]" <<<"$(error_micros "$db" 22023 "$calls" "$statement")"
+  done
+done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
 micros() { awk -v t="$1" 'BEGIN { if (t + 0 == 0) print "n/a"; else printf "%.0f", 1e6 / t }'; }
@@ -301,18 +410,34 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo "goes: µs per call = 1/throughput, so round trips, backends and the partition's call together. \"the"
   echo "partition's statement\" is the statement PL/Proxy sends, run directly with \`-M extended\` (parsed and"
   echo "planned at every call, as PL/Proxy's is); \"PL/Proxy function\" is \`ratelimit_proxy_limit\` called on the"
-  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`; \"0.6.0"
-  echo "router\" is a \`ratelimit_proxy\` 0.6.0 router database over the same partition."
+  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`; \"0.7.0"
+  echo "router\" is a \`ratelimit_proxy\` 0.7.0 router database over the same partition."
   echo
-  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds | 0.6.0 router | it added |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds | routed / direct | 0.7.0 router | it added |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for sync in on off; do
-    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(micros "${tps[breakdown,$sync,routed_060]}") | $(added "$sync" routed_060 direct) |"
+    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(ratio "${tps[breakdown,$sync,direct]}" "${tps[breakdown,$sync,routed]}") | $(micros "${tps[breakdown,$sync,routed_070]}") | $(added "$sync" routed_070 direct) |"
+  done
+  echo
+  echo "The same calls' CPU time (µs per call, each its own statement and transaction, $CPU_CALLS calls, median"
+  echo "of $ROUNDS): the session's backend (for a routed call the router backend) + the partition backend"
+  echo "(psql and the kernel's scheduling aside). \"the partition's statement\" is sent unprepared, as PL/Proxy"
+  echo "sends it; the others are prepared, as pgbench's are:"
+  echo
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | 0.7.0 router |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for sync in on off; do
+    row="| $sync |"
+    for name in $CPU_TARGETS; do
+      if [ "${cpu_part[$sync,$name]:-0}" = 0 ]; then row+=" ${cpu[$sync,$name]} |"; else row+=" ${cpu[$sync,$name]} + ${cpu_part[$sync,$name]} |"; fi
+    done
+    echo "$row"
   done
   echo
   echo "The router's added µs split: the partition parsing and planning its statement and the call's"
   echo "subtransaction (statement − direct); PL/Proxy, the router backend and the second round trip"
-  echo "(PL/Proxy function − statement); the PL/pgSQL wrapper (routed − PL/Proxy function):"
+  echo "(PL/Proxy function − statement); the wrapper (routed − PL/Proxy function: the SQL expression inlined into the"
+  echo "caller's statement, and \`ratelimit_proxy_result\`, which raises the partition's error or returns its row):"
   echo
   echo "| synchronous_commit | statement − direct | PL/Proxy function − statement | routed − PL/Proxy function | total |"
   echo "|---|---:|---:|---:|---:|"
@@ -328,6 +453,15 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo "| direct | $refused_direct | $refused_direct_throws | $(ratio "$refused_direct_throws" "$refused_direct") | $sessions_direct, $sessions_direct_throws |"
   echo "| through the router | $refused_r1 | $refused_r1_throws | $(ratio "$refused_r1_throws" "$refused_r1") | $sessions_r1, $sessions_r1_throws |"
   echo "| through the 0.6.0 router ($((REFUSALS / 10)) with throws) | $refused_060 | $refused_060_throws | $(ratio "$refused_060_throws" "$refused_060") | $sessions_060, $sessions_060_throws |"
+  echo
+  echo "A bad argument (SQLSTATE 22023: a config with rate 0), in the same kind of loop, and the partition sessions"
+  echo "it opened:"
+  echo
+  echo "| | \`ratelimit_limit\` (µs/call) | \`ratelimit_value\` (µs/call) | partition sessions (limit, value) |"
+  echo "|---|---:|---:|---|"
+  echo "| direct | ${bad[direct,limit]} | ${bad[direct,value]} | ${bad_sessions[direct,limit]}, ${bad_sessions[direct,value]} |"
+  echo "| through the router | ${bad[r1,limit]} | ${bad[r1,value]} | ${bad_sessions[r1,limit]}, ${bad_sessions[r1,value]} |"
+  echo "| through the 0.7.0 router ($((REFUSALS / 10)) values) | ${bad[r1_070,limit]} | ${bad[r1_070,value]} | ${bad_sessions[r1_070,limit]}, ${bad_sessions[r1_070,value]} |"
 } >"$OUT"
 rm -rf "$WORK"
 cat "$OUT"

@@ -34,35 +34,12 @@ if [ "$(cat "$tests/node_modules/.lock-sha256" 2>/dev/null)" != "$lock_sum" ]; t
   echo "$lock_sum" >"$tests/node_modules/.lock-sha256"
 fi
 
-db=ratelimit_playground_test
-workdir=$(mktemp -d /tmp/ratelimit-playground.XXXXXX)
-HTTP_API_PID=""
-cleanup() {
-  stop_http_api "$HTTP_API_PID"
-  PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db" || true
-  rm -rf "$workdir"
-}
-trap cleanup EXIT
-
-PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db"
-createdb "$db"
-export PGDATABASE=$db
-psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION ratelimit"
-
-start_http_api "$workdir/service"
-echo "-- service listening on 127.0.0.1:$HTTP_API_PORT (pid $HTTP_API_PID)"
+start_http_api_on_fresh_database ratelimit_playground_test
 
 screenshot=$PWD/build-example/playground.png
 rc=0
 (cd "$tests" && PLAYGROUND_URL="http://127.0.0.1:$HTTP_API_PORT" PLAYGROUND_SCREENSHOT="$screenshot" \
   CHROMIUM="$CHROMIUM" node --test-reporter=spec playground.test.js) || rc=$?
 
-if [ -s "$workdir/service.stderr" ]; then
-  echo "-- service stderr:"
-  cat "$workdir/service.stderr"
-fi
-if ! kill -0 "$HTTP_API_PID" 2>/dev/null; then
-  echo "playground-test.sh: the service died during the test" >&2
-  rc=1
-fi
+check_http_api_after_test playground-test.sh || rc=1
 exit $rc

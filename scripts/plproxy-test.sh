@@ -40,12 +40,12 @@
 #     the one partition that owns the key holds its row, emptied.
 # Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
 # cluster: every limit keeps its state, on its own partition. Upgrades
-# with mixed versions, from 0.4.0 and from 0.6.0: a ratelimit_proxy router
+# with mixed versions, from 0.4.0 and from 0.7.0: a ratelimit_proxy router
 # of that release over partitions at ratelimit of that release and at this
 # tree's version works, and after the partitions and then the router are
-# updated, the whole API does; a router at this tree's version over a 0.6.0
-# partition fails the calls routed there, naming it (update the partitions
-# first). Two
+# updated, the whole API does; a router at this tree's version over a 0.7.0
+# partition fails the calls new in this version routed there, naming it
+# (update the partitions first). Two
 # partition databases of one server: ratelimit_stats and the memory
 # entries through the router count that server once. And, in case 2, a
 # stopped partition: the keys it owns fail with a connection error naming
@@ -79,7 +79,7 @@ ROUTER_VERSION=$(control_version ratelimit_proxy.control)
 # The ratelimit_proxy and ratelimit releases the mixed-version upgrade
 # checks start from: the oldest, and the one before this tree's.
 OLD_VERSION=0.4.0
-PREVIOUS_VERSION=0.6.0
+PREVIOUS_VERSION=0.7.0
 PART_DIRS=()   # host paths of the partition clusters' directories
 PART_HOSTS=()  # the same as their servers see them: the partitions' sockets
 OWN_CLUSTER=0
@@ -360,11 +360,12 @@ SQL
 # with throws => true too); then the old partitions are updated (ALTER
 # EXTENSION ratelimit UPDATE) and it still works; then the router is updated
 # and the whole current API works, with the same catalog as a router
-# created at the current version. From 0.6.0, before the partitions are
-# updated, a router at the current version beside it fails every call
-# routed to an old partition with PL/Proxy's error naming that partition
-# and the missing function (42883), and works for the others: the order is
-# partitions first (docs/scale-out.md).
+# created at the current version. From 0.7.0, before the partitions are
+# updated, a router at the current version beside it routes ratelimit_limit
+# to every partition, and fails the calls new in this version (here
+# ratelimit_value) routed to an old partition with PL/Proxy's error naming
+# that partition and the missing function (42883), and works for the
+# others: the order is partitions first (docs/scale-out.md).
 run_mixed_upgrade() {
   local old=$1 tag=${1//./}
   local config='{"kind": "token bucket", "rate": 10, "period": "1 hour", "capacity": 5}'
@@ -422,11 +423,12 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ' ' || SQLERRM;
 END \$f\$;
 SELECT ratelimit_partition('mixed_new', 'k' || g) < 2 AS old_partition,
-       count(*) FILTER (WHERE s = 'ok') AS ok,
-       count(*) FILTER (WHERE s LIKE '42883 public.ratelimit_proxy_limit(8): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
-                              || '] REMOTE ERROR: function public.ratelimit_proxy_limit(%) does not exist') AS named
+       count(*) FILTER (WHERE s = 'ok' AND l = 'ok') AS ok,
+       count(*) FILTER (WHERE l = 'ok' AND s LIKE '42883 public.ratelimit_proxy_value(4): [rl_m${tag}_' || ratelimit_partition('mixed_new', 'k' || g)
+                              || '] REMOTE ERROR: function public.ratelimit_proxy_value(%) does not exist') AS named
 FROM generate_series(1, 40) AS g,
-     pg_temp.state_of(format('SELECT ratelimit_limit(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS s
+     pg_temp.state_of(format('SELECT ratelimit_limit(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS l,
+     pg_temp.state_of(format('SELECT ratelimit_value(%L, %L, %L)', 'mixed_new', 'k' || g, '$config')) AS s
 GROUP BY 1 ORDER BY 1;
 SQL
     ) || { echo "$out"; out=failed; }
@@ -434,7 +436,7 @@ SQL
     expected_new=$(psql_in -At -F ' ' -d "$db" -c "SELECT ratelimit_partition('mixed_new', 'k' || g) < 2,
         count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) >= 2), count(*) FILTER (WHERE ratelimit_partition('mixed_new', 'k' || g) < 2)
       FROM generate_series(1, 40) AS g GROUP BY 1 ORDER BY 1")
-    check "mixed: router $ROUTER_VERSION over partitions at $old and $API_VERSION: the old partitions' calls fail naming them (42883), the others work" \
+    check "mixed: router $ROUTER_VERSION over partitions at $old and $API_VERSION: ratelimit_limit works on all, the old partitions' ratelimit_value fails naming them (42883), the others work" \
       "$expected_new" "$out"
   fi
   psql_in -d "rl_m${tag}_0" -c "ALTER EXTENSION ratelimit UPDATE"

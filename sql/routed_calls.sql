@@ -1,4 +1,5 @@
--- The calls a ratelimit_proxy 0.7.0 router sends to a partition:
+-- The calls a ratelimit_proxy 0.7.0 router sends to a partition (0.8.0: all
+-- of its routed calls, at the end):
 -- ratelimit_proxy_limit, _check and _limit_all (0.8.0: _simulate) make the
 -- call of ratelimit_limit, _check and _limit_all (_simulate) and return an error it raises as
 -- data (error_state, error_message, error_detail, error_hint), the same
@@ -109,8 +110,71 @@ BEGIN;
 SELECT ok, remaining, error_state FROM ratelimit_proxy_limit('routed', 'tx', :'tb', 1, false, false, NULL);
 ROLLBACK;
 SELECT value FROM ratelimit_value('routed', 'tx', :'tb');
--- PUBLIC may call them, as it may call the functions they run.
+
+-- 0.8.0: every other call the router sends returns its error as data too,
+-- the error the function of the same name raises, and nothing of it kept.
+CREATE TEMP TABLE bad_other (what text, routed text, single text);
+INSERT INTO bad_other VALUES
+  ('value bad config', $$SELECT * FROM ratelimit_proxy_value('routed', 'k', '{"kind": "token bucket", "rate": 0, "period": 60000}')$$,
+                       $$SELECT ratelimit_value('routed', 'k', '{"kind": "token bucket", "rate": 0, "period": 60000}')$$),
+  ('value not defined', $$SELECT * FROM ratelimit_proxy_value('routed undefined', 'k', NULL)$$,
+                        $$SELECT ratelimit_value('routed undefined', 'k')$$),
+  ('reset null name', $$SELECT * FROM ratelimit_proxy_reset(NULL, 'k')$$, $$SELECT ratelimit_reset(NULL, 'k')$$),
+  ('refund negative count', $$SELECT * FROM ratelimit_proxy_refund('routed', 'k', -1, '{"kind": "token bucket", "rate": 2, "period": 60000}')$$,
+                            $$SELECT ratelimit_refund('routed', 'k', -1, '{"kind": "token bucket", "rate": 2, "period": 60000}')$$),
+  ('headers not defined', $$SELECT * FROM ratelimit_proxy_headers('routed undefined', ROW(true, NULL, NULL, 1, 0)::ratelimit_result, NULL, 'k')$$,
+                          $$SELECT ratelimit_headers('routed undefined', ROW(true, NULL, NULL, 1, 0)::ratelimit_result, NULL, 'k')$$),
+  ('override bad config', $$SELECT * FROM ratelimit_proxy_override('routed', 'k', '{"kind": "token bucket", "rate": -1, "period": 60000}')$$,
+                          $$SELECT ratelimit_override('routed', 'k', '{"kind": "token bucket", "rate": -1, "period": 60000}')$$),
+  ('unoverride null key', $$SELECT * FROM ratelimit_proxy_unoverride('routed', NULL)$$, $$SELECT ratelimit_unoverride('routed', NULL)$$),
+  ('define bad config', $$SELECT * FROM ratelimit_proxy_define('routed def', '{"kind": "token bucket", "rate": 1, "peroid": 60000}')$$,
+                        $$SELECT ratelimit_define('routed def', '{"kind": "token bucket", "rate": 1, "peroid": 60000}')$$),
+  ('undefine null name', $$SELECT * FROM ratelimit_proxy_undefine(NULL)$$, $$SELECT ratelimit_undefine(NULL)$$);
+SELECT b.what, r.error_state, r.error_message,
+       (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM bad_other AS b, pg_temp.answered(b.routed) AS r, pg_temp.raised(b.single) AS e ORDER BY b.what;
+-- Their answers when nothing fails: the function's, with NULL error columns.
+SELECT * FROM ratelimit_proxy_define('routed def', '{"kind": "token bucket", "rate": 5, "period": "1 minute"}');
+SELECT * FROM ratelimit_proxy_override('routed def', 'vip', '{"kind": "token bucket", "rate": 9, "period": "1 minute"}');
+SELECT ok, remaining FROM ratelimit_limit('routed def', 'vip');
+SELECT * FROM ratelimit_proxy_value('routed def', 'vip', NULL);
+SELECT ok, remaining, error_state FROM ratelimit_proxy_refund('routed def', 'vip', 1, NULL);
+SELECT headers ->> 'RateLimit-Policy' AS policy, error_state
+FROM ratelimit_proxy_headers('routed def', ROW(true, NULL, NULL, 9, 0)::ratelimit_result, NULL, 'vip');
+SELECT * FROM ratelimit_proxy_unoverride('routed def', 'vip');
+SELECT * FROM ratelimit_proxy_reset('routed def', 'vip');
+SELECT deleted >= 0 AS counted, error_state FROM ratelimit_proxy_cleanup();
+SELECT * FROM ratelimit_proxy_stats_reset();
+SELECT * FROM ratelimit_proxy_undefine('routed def');
+-- A call that errors leaves nothing: the bad definition was not stored.
+SELECT count(*) AS bad_definitions FROM ratelimit_definition WHERE name = 'routed def';
+-- PUBLIC may call them when it may call the functions they run.
 SELECT p.proname, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute, p.prosecdef
 FROM pg_proc AS p WHERE p.proname LIKE 'ratelimit\_proxy\_%' ORDER BY 1;
+
+-- The router's side (ratelimit_proxy 0.8.0 loads these from this library):
+-- ratelimit_proxy_result returns a routed call's row without its error
+-- columns, or raises the error they carry, as the partition raised it;
+-- ratelimit_proxy_raise raises one (nothing when state is NULL).
+CREATE FUNCTION pg_temp.result_of(answer record) RETURNS ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_result' LANGUAGE C STRICT;
+CREATE FUNCTION pg_temp.raise(state text, message text, detail text, hint text) RETURNS void
+AS '$libdir/ratelimit', 'ratelimit_proxy_raise' LANGUAGE C;
+SELECT * FROM pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', :'tb', 1, false, false, NULL));
+SELECT (r.error_state, r.error_message, r.error_detail, r.error_hint)
+       IS NOT DISTINCT FROM (e.error_state, e.error_message, e.error_detail, e.error_hint) AS same_error
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, false, true, NULL))$$) AS r,
+     pg_temp.raised($$SELECT ratelimit_limit('routed', 'res', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 2, throws => true)$$) AS e;
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.result_of(ratelimit_proxy_limit('routed', 'res', '{"kind": "token bucket", "rate": 0, "period": 60000}', 1, false, false, NULL))$$);
+SELECT pg_temp.raise(NULL, NULL, NULL, NULL) AS nothing_raised;
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.raise('PT429', 'm', NULL, 'h')$$);
+SELECT * FROM pg_temp.raised($$SELECT pg_temp.raise('22023', 'm', 'd', NULL)$$);
+-- Not an answer it knows: an invalid SQLSTATE, a row of other columns.
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.raise('2202', 'm', NULL, NULL)$$);
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.raise('pt429', 'm', NULL, NULL)$$);
+SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1, 2))$$);
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(1, NULL::float8, NULL::timestamptz, 1::float8, 0::float8, NULL::text, NULL::text, NULL::text, NULL::text))$$);
 DELETE FROM ratelimit_state WHERE name = 'routed';
 RESET ratelimit.now;

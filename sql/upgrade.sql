@@ -63,6 +63,10 @@ SELECT ratelimit_headers('up', r, key => 'u') ->> 'X-RateLimit-Limit' AS limit F
 -- 0.6.0 -> 0.7.0: the router's calls, which return errors as data.
 SELECT ok, error_state FROM ratelimit_proxy_check('up', 'u', NULL, 1, false, false, NULL);
 SELECT error_state, error_message FROM ratelimit_proxy_check('up', 'u', NULL, 100, false, false, NULL);
+-- 0.7.0 -> 0.8.0: the router's other calls return errors as data too.
+SELECT floor(value) AS value, error_state FROM ratelimit_proxy_value('up', 'u', NULL);
+SELECT error_state, error_message FROM ratelimit_proxy_refund('up', 'u', -1, NULL);
+SELECT error_state FROM ratelimit_proxy_define('up', '{"kind": "token bucket", "rate": 0, "period": 1}');
 -- 0.7.0 -> 0.8.0: the simulator.
 SELECT ok, remaining, retry_after FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
 -- The upgraded schema matches a fresh install. (A SQL function's body is

@@ -23,34 +23,11 @@ export HTTP_API_MESSAGES_LIMIT='{"kind": "token bucket", "rate": 3, "period": "1
 export HTTP_API_SIGNUP_LIMIT="{\"kind\": \"fixed window\", \"rate\": 3, \"period\": \"1 hour\", \"start\": $(date +%s%3N)}"
 export HTTP_API_COMPLETIONS_LIMIT='{"kind": "token bucket", "rate": 100, "period": "1 hour", "maxReserved": 100}'
 
-db=ratelimit_http_e2e
-workdir=$(mktemp -d /tmp/ratelimit-http-e2e.XXXXXX)
-HTTP_API_PID=""
-cleanup() {
-  stop_http_api "$HTTP_API_PID"
-  PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db" || true
-  rm -rf "$workdir"
-}
-trap cleanup EXIT
-
-PGOPTIONS="-c client_min_messages=warning" dropdb --if-exists "$db"
-createdb "$db"
-export PGDATABASE=$db
-psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION ratelimit"
-
-start_http_api "$workdir/service"
-echo "-- service listening on 127.0.0.1:$HTTP_API_PORT (pid $HTTP_API_PID)"
+start_http_api_on_fresh_database ratelimit_http_e2e
 
 rc=0
 HTTP_API_E2E_PORT=$HTTP_API_PORT build-example/http_api_e2e --gtest_brief=1 || rc=$?
 
 # What the service logged: each 500 it answered (one is deliberate).
-if [ -s "$workdir/service.stderr" ]; then
-  echo "-- service stderr:"
-  cat "$workdir/service.stderr"
-fi
-if ! kill -0 "$HTTP_API_PID" 2>/dev/null; then
-  echo "run-e2e.sh: the service died during the test" >&2
-  rc=1
-fi
+check_http_api_after_test run-e2e.sh || rc=1
 exit $rc

@@ -16,13 +16,7 @@ namespace ratelimit {
 using detail::CanEverTake;
 using detail::FloorDiv;
 
-namespace {
-
-// Below this many tokens per microsecond the refill arithmetic goes subnormal.
-constexpr double kMinRatePerMicro = 1e-300;
-
-// Builds an invalid-parameter status with a printf-style message.
-__attribute__((format(printf, 2, 3))) Status Invalid(const char* detail, const char* format, ...) {
+Status Invalid(const char* detail, const char* format, ...) noexcept {
   Status status;
   status.code = StatusCode::kInvalidParameter;
   va_list args;
@@ -32,6 +26,11 @@ __attribute__((format(printf, 2, 3))) Status Invalid(const char* detail, const c
   std::snprintf(status.detail, sizeof status.detail, "%s", detail ? detail : "");
   return status;
 }
+
+namespace {
+
+// Below this many tokens per microsecond the refill arithmetic goes subnormal.
+constexpr double kMinRatePerMicro = 1e-300;
 
 bool IsWindowKind(Kind kind) { return kind != Kind::kTokenBucket; }
 

@@ -12,6 +12,10 @@ namespace ratelimit {
 bool ParseKind(const char* text, std::size_t len, Kind* kind) noexcept;
 const char* KindName(Kind kind) noexcept;
 
+// An invalid-parameter status (22023 in the adapter) with a printf-style
+// message and a detail (NULL: none).
+__attribute__((format(printf, 2, 3))) Status Invalid(const char* detail, const char* format, ...) noexcept;
+
 // Checks a parsed config: required fields, ranges, fields that do not apply
 // to the kind, and that refilling from empty to full fits in the horizon.
 // ValidateConfigFields, then ValidateConfigCombination; between the two,

@@ -2,24 +2,11 @@
 // the state kept between them instead of stored.
 #include "simulate.h"
 
-#include <cstdarg>
-#include <cstdio>
-
+#include "config.h"
 #include "policy.h"
 
 namespace ratelimit {
 namespace {
-
-__attribute__((format(printf, 2, 3))) Status Invalid(const char* detail, const char* format, ...) noexcept {
-  Status status;
-  status.code = StatusCode::kInvalidParameter;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(status.message, sizeof status.message, format, args);
-  va_end(args);
-  std::snprintf(status.detail, sizeof status.detail, "%s", detail);
-  return status;
-}
 
 // What a shadow call whose count can never fit answers before its shadow
 // grant: refused, with the tokens there are now (the adapter's

@@ -221,3 +221,14 @@ SELECT ratelimit_cleanup() >= 0 AS cleaned;
 -- Live at the shutdown's real clock: written by the postmaster at its exit.
 RESET ratelimit.now;
 SELECT ok FROM ratelimit_limit('mc_mem', 'at-shutdown', '{"kind": "token bucket", "rate": 1, "period": "1 day", "storage": "memory"}');
+
+-- The router's side (ratelimit_proxy loads these from this library): a
+-- routed call's row returned, its error raised, an error raised.
+CREATE FUNCTION pg_temp.result_of(answer record) RETURNS ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_result' LANGUAGE C STRICT;
+CREATE FUNCTION pg_temp.raise(state text, message text, detail text, hint text) RETURNS void
+AS '$libdir/ratelimit', 'ratelimit_proxy_raise' LANGUAGE C;
+SELECT ok, remaining FROM pg_temp.result_of(ratelimit_proxy_limit('mc_routed', 'k', :tb, 1, false, false, NULL));
+SELECT pg_temp.try($$ SELECT pg_temp.result_of(ratelimit_proxy_limit('mc_routed', 'k', '{"kind": "token bucket", "rate": 0, "period": 1}', 1, false, false, NULL)) $$);
+SELECT pg_temp.try($$ SELECT pg_temp.raise('PT429', 'm', 'd', 'h') $$);
+SELECT pg_temp.try($$ SELECT pg_temp.raise('bad', 'm', NULL, NULL) $$);

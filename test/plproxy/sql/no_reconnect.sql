@@ -1,10 +1,14 @@
 -- A flood of errors through the router costs no partition connection: the
--- partition returns the error of ratelimit_limit, ratelimit_check,
--- ratelimit_limit_all and ratelimit_simulate as data and the router raises
--- it, with the SQLSTATE, message, detail and hint one node raises. Before
--- ratelimit_proxy 0.7.0 each of these calls made PL/Proxy drop its
--- connection ("NOTICE: PL/Proxy: dropping stale conn", which pg_regress
--- would show here) and open a new partition backend. The partitions' clocks are frozen at 2026-01-01
+-- partition returns the error of every routed call (ratelimit_limit,
+-- _check and _limit_all since 0.7.0; ratelimit_value, _reset, _refund,
+-- _headers, _override, _unoverride, _define, _undefine and _simulate since
+-- 0.8.0) as data and the router raises it, with the SQLSTATE, message,
+-- detail and hint one node raises. (ratelimit_cleanup and
+-- ratelimit_stats_reset take no argument: no caller input makes them
+-- fail.) Before ratelimit_proxy 0.7.0
+-- each of these calls made PL/Proxy drop its connection ("NOTICE: PL/Proxy:
+-- dropping stale conn", which pg_regress would show here) and open a new
+-- partition backend. The partitions' clocks are frozen at 2026-01-01
 -- 00:00:00+00.
 \set cfg '{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
 
@@ -31,7 +35,8 @@ FROM unnest(ARRAY['a', 'b', 'c', 'd']) AS k ORDER BY k;
 
 -- 20 rounds of every error a caller can provoke, on those keys: refusals
 -- with throws => true (plain and PostgREST), bad arguments, an undefined
--- name, a bad error format; each statement's SQLSTATE as the client sees it.
+-- name, a bad error format, and bad input to every other routed function;
+-- each statement's SQLSTATE as the client sees it.
 CREATE TEMP TABLE calls (what text, key text, statement text, error_format text);
 INSERT INTO calls VALUES
   ('limit refused', 'a', $$SELECT ratelimit_limit('flood', 'a', '{"kind": "token bucket", "rate": 1, "period": "3650 days"}', throws => true)$$, NULL),
@@ -46,6 +51,15 @@ INSERT INTO calls VALUES
   ('not defined', 'a', $$SELECT ratelimit_limit('flood undefined', 'a')$$, NULL),
   ('bad error format', 'a', $$SELECT ratelimit_limit('flood', 'a', '{"kind": "token bucket", "rate": 1, "period": "3650 days"}', throws => true)$$, 'bogus'),
   ('limit_all bad element', 'a', $$SELECT ratelimit_limit_all('[{"name": "flood", "key": "a", "kee": "c"}]')$$, NULL),
+  ('value bad config', 'a', $$SELECT ratelimit_value('flood', 'a', '{"kind": "token bucket", "rate": 0, "period": 1000}')$$, NULL),
+  ('value not defined', 'b', $$SELECT ratelimit_value('flood undefined', 'b')$$, NULL),
+  ('reset null name', 'c', $$SELECT ratelimit_reset(NULL, 'c')$$, NULL),
+  ('refund negative count', 'd', $$SELECT ratelimit_refund('flood', 'd', -1, '{"kind": "token bucket", "rate": 1, "period": "3650 days"}')$$, NULL),
+  ('headers not defined', 'a', $$SELECT ratelimit_headers('flood undefined', ROW(true, NULL, NULL, 1, 0)::ratelimit_result, NULL, 'a')$$, NULL),
+  ('override bad config', 'b', $$SELECT ratelimit_override('flood', 'b', '{"kind": "token bucket", "rate": -1, "period": 1000}')$$, NULL),
+  ('unoverride null key', 'c', $$SELECT ratelimit_unoverride('flood', NULL)$$, NULL),
+  ('define bad config', 'd', $$SELECT ratelimit_define('flood def', '{"kind": "token bucket", "rate": 1, "peroid": 1000}')$$, NULL),
+  ('undefine null name', 'a', $$SELECT ratelimit_undefine(NULL)$$, NULL),
   ('simulate out of order', 'a', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$, NULL),
   ('simulate count never fits', 'b', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01}', '{2}')$$, NULL),
   ('simulate null arrival', 'c', $$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{NULL}')$$, NULL),
@@ -69,7 +83,7 @@ FROM calls AS c JOIN outcomes AS o ON o.what = c.what AND o.g = 1,
      LATERAL partition_error_of('flood', c.key, c.statement, c.error_format) AS p
 ORDER BY c.what;
 
--- 320 errors later: the same partition backends, and no new session on any partition.
+-- 500 errors later: the same partition backends, and no new session on any partition.
 SELECT b.db, a.pid = b.pid AS same_backend, a.sessions - b.sessions AS new_sessions
 FROM before AS b JOIN partition_sessions() AS a USING (db) ORDER BY b.db;
 -- Nothing was consumed by the refused calls.
