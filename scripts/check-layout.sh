@@ -21,6 +21,9 @@
 #     storage/seam.h, the interface, storage/row_codec.h, the rows, and
 #     storage/table/sql_plans.h, the SQL statements the config tables'
 #     lookups run too, are included; storage.cpp alone picks a storage);
+#   - the adapter's pure pieces (PURE below: unit-tested in test/unit
+#     without a server) include only C++ standard headers (<...>), so no
+#     PostgreSQL header, nor one of the adapter's that brings it in;
 #   - every name or key an error quotes with %.*s is cut by the one echo
 #     helper, EchoLength (errors.h): a statement of src/pg with n %.*s in its
 #     strings calls EchoLength( at least n times, so no raw cut such as
@@ -35,6 +38,9 @@ ORDER="support < shmem < storage < config < decide < api"
 read -r -a LAYERS <<<"${ORDER//</}"
 # What, above src/pg/storage, may be included from inside it.
 STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"
+
+# The adapter's pure pieces: no PostgreSQL, compiled into core_tests too.
+PURE="src/pg/decide/grant_records.h"
 
 status=0
 fail() {
@@ -75,6 +81,15 @@ done
 for file in "${pg_files[@]}"; do
   late=$(awk '/^#include "/ { project = 1 } /^#include </ { if (project) print FILENAME ":" FNR ": " $0 }' "$file")
   [ -z "$late" ] || fail "a C++ header after the project's (which include PostgreSQL's):"$'\n'"$late"
+done
+
+for file in $PURE; do
+  if [ ! -f "$file" ]; then
+    fail "$file, a pure piece of the adapter, is missing"
+    continue
+  fi
+  project=$(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*[^<[:space:]]' "$file" || true)
+  [ -z "$project" ] || fail "$file is pure (unit-tested without PostgreSQL) but includes more than C++ standard headers:"$'\n'"$project"
 done
 
 # Every include of the adapter's own headers, as "file header" lines; a
@@ -179,7 +194,7 @@ if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   fail "modules of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
 fi
 
-[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); every %.*s cut by EchoLength"
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength"
 [ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
 
 # The check can fail: each of these plants, in a copy of src/, must be found.
@@ -203,6 +218,7 @@ plant "file outside the layers" src/pg/stray.h '#pragma once' "not in a layer fo
 plant "storage reached past the seam" src/pg/decide/decide.cpp '#include "storage/memory/memory_storage.h"' "above src/pg/storage only"
 plant "table storage reaching the memory one" src/pg/storage/table/row_codec_x.h '#include "storage/memory/memory_storage.h"' "includes the memory storage"
 plant "module cycle" src/pg/support/clock.h '#include "support/errors.h"' "in a cycle"
+plant "PostgreSQL in a pure piece" src/pg/decide/grant_records.h '#include "postgres.h"' "is pure"
 plant "raw %.*s" src/pg/support/clock.cpp 'void F() { elog(LOG, "%.*s", 3, "abc"); }' "EchoLength"
-[ $status -eq 0 ] && echo "check-layout: the self-test's 7 planted faults were each found"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 8 planted faults were each found"
 exit $status

@@ -78,6 +78,16 @@ StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfi
   return StoredRow{settled.next, settled.full_at};
 }
 
+StoredRow SpreadRow(const LimitConfig& from, Micros from_origin, const ShardInput* all, const LimitConfig& to,
+                    Micros to_origin, Micros eff, Micros now) noexcept {
+  double total = TotalValueAt(RowConfig(from), all, from.shards, now, from_origin).value;
+  LimitConfig row = RowConfig(to);
+  double level = std::min(total / to.shards, Capacity(row));
+  if (level >= Capacity(row)) return StoredRow{};  // full: the same as no rows
+  Decision settled = Refund(row, StateWithTokens(row, to_origin, eff, level), now, to_origin, 0);
+  return StoredRow{settled.next, settled.full_at};
+}
+
 LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
   if (config.has_max_reserved || config.kind == Kind::kSlidingWindow) return config;
   LimitConfig bounded = config;

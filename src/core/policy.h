@@ -6,6 +6,7 @@
 
 #include "core_guard.h"
 #include "limiter.h"
+#include "shards.h"
 
 namespace ratelimit {
 
@@ -56,6 +57,16 @@ struct StoredRow {
 // row's configs (a shard's share when sharded).
 StoredRow CarryRow(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
                    const LimitState& live, Micros now) noexcept;
+
+// What a change of the shard count writes for a key (from.shards !=
+// to.shards, one kind): its tokens under `from` at `now` (TotalValueAt over
+// all[0..from.shards), all[i] shard i, a missing row full), spread evenly
+// over `to`'s shards, each capped at a shard's capacity, as a row of `to`
+// holding them at `eff` (the newest live row's ts, or now: StateWithTokens)
+// settled at `now`, with its idle time. Every shard of `to` gets that row;
+// state.exists false: the key is full, the same as no rows.
+StoredRow SpreadRow(const LimitConfig& from, Micros from_origin, const ShardInput* all, const LimitConfig& to,
+                    Micros to_origin, Micros eff, Micros now) noexcept;
 
 // A config its owner set (a definition or an override) as calls apply it:
 // without maxReserved, reservations may go at most `rate` deep (one

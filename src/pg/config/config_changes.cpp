@@ -36,15 +36,6 @@ struct KeyRows {
   StoredState stored[ratelimit::kMaxShards];
 };
 
-// Inserts a row holding `state`, settled under `to` (its idle time computed).
-void InsertCarried(const Storage& storage, const LimitId& id, const LimitConfig& to, const LimitState& state,
-                   Micros now) {
-  LimitConfig row = RowConfig(to);
-  Micros origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
-  Decision settled = ratelimit::Refund(row, state, now, origin, 0);
-  storage.insert(id, TaggedRow(to, settled.next, settled.full_at));
-}
-
 // Whether the key's rows must be reset: one was written by another kind.
 bool KindChanges(const KeyRows& rows, const LimitConfig* from, const LimitConfig& to) {
   if (from != nullptr && from->kind != to.kind) return true;
@@ -70,7 +61,8 @@ void CarryRows(const Storage& storage, const KeyRows& rows, const LimitConfig& f
 }
 
 // Another shard count: the key's tokens now (missing shards are full),
-// spread evenly over the new shards, each capped at its capacity.
+// spread evenly over the new shards, each capped at its capacity (the
+// core's SpreadRow).
 void SpreadRows(const Storage& storage, const KeyRows& rows, const LimitConfig& from, const LimitConfig& to,
                 Micros now) {
   const LimitId& id = rows.id;
@@ -84,15 +76,13 @@ void SpreadRows(const Storage& storage, const KeyRows& rows, const LimitConfig& 
   }
   Micros from_origin = ratelimit::WindowOrigin(from, id.name, id.name_len, id.key, id.key_len);
   Micros to_origin = ratelimit::WindowOrigin(to, id.name, id.name_len, id.key, id.key_len);
-  double total = ratelimit::TotalValueAt(RowConfig(from), inputs, from.shards, now, from_origin).value;
-  LimitConfig row = RowConfig(to);
-  double level = std::min(total / to.shards, ratelimit::Capacity(row));
+  ratelimit::StoredRow spread = ratelimit::SpreadRow(from, from_origin, inputs, to, to_origin, eff, now);
   storage.delete_limit(id);
-  if (level >= ratelimit::Capacity(row)) return;  // full: the same as no rows
+  if (!spread.state.exists) return;  // full: the same as no rows
   for (int shard = 0; shard < to.shards; ++shard) {
     LimitId shard_id = id;
     shard_id.shard = shard;
-    InsertCarried(storage, shard_id, to, ratelimit::StateWithTokens(row, to_origin, eff, level), now);
+    storage.insert(shard_id, TaggedRow(to, spread.state, spread.idle_at));
   }
   pfree(inputs);
 }
