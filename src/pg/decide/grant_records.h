@@ -94,12 +94,6 @@ class GrantRecords {
     if (i == count_ - 1) --count_;
   }
 
-  bool AnyActive() const {
-    for (int i = 0; i < count_; ++i)
-      if (records_[i].active) return true;
-    return false;
-  }
-
   // The records of subtransaction subid are the list's last ones: each was
   // added while it was the innermost, or moved to it when a child it started
   // committed. The index of its first.

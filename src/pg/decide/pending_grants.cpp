@@ -150,14 +150,10 @@ void GiveBack(SubTransactionId subid) {
 void OnXact(XactEvent event, void*) {
   switch (event) {
     case XACT_EVENT_PRE_PREPARE:
-      if (grants.AnyActive())
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("cannot PREPARE a transaction that holds a grant of a memory rate limit"),
-                 errdetail("A memory limit's grant is given back if its transaction rolls back; a prepared "
-                           "transaction outlives this session, which would have to give it back."),
-                 errhint("Take the grant outside the prepared transaction, or configure the limit with "
-                         "\"on_rollback\": \"keep\".")));
+      // A prepared transaction outlives this session, which would have to
+      // give its grants back: the storage of the first says why not.
+      for (int i = 0; i < grants.Count(); ++i)
+        if (grants[i].active) grants[i].storage->raise_prepare_refused();
       break;
     case XACT_EVENT_ABORT:
     case XACT_EVENT_PARALLEL_ABORT:

@@ -173,6 +173,9 @@ struct Storage {
   // such a storage's rows are not rolled back with the change).
   void (*raise_no_room)(const LimitCall& call, bool for_name) = nullptr;
   void (*raise_uncommitted_config)(const LimitCall& call) = nullptr;
+  // PREPARE TRANSACTION while the transaction holds a grant the storage
+  // would have to give back at its rollback: 0A000.
+  void (*raise_prepare_refused)() = nullptr;
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

@@ -37,4 +37,14 @@ void RaiseMemoryUncommittedConfig(const LimitCall& call) {
   pg_unreachable();
 }
 
+void RaiseMemoryPrepareRefused() {
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("cannot PREPARE a transaction that holds a grant of a memory rate limit"),
+                  errdetail("A memory limit's grant is given back if its transaction rolls back; a prepared "
+                            "transaction outlives this session, which would have to give it back."),
+                  errhint("Take the grant outside the prepared transaction, or configure the limit with "
+                          "\"on_rollback\": \"keep\".")));
+  pg_unreachable();
+}
+
 }  // namespace ratelimit_pg

@@ -1,6 +1,7 @@
 // The errors only the memory storage raises (memory_errors.cpp), as steps of
-// its Storage: no room for a new entry, and a call in the transaction that
-// changed its config (an entry is not rolled back with it).
+// its Storage: no room for a new entry, a call in the transaction that
+// changed its config (an entry is not rolled back with it), and PREPARE with
+// a grant to give back.
 #pragma once
 
 #include "support/limit_call.h"
@@ -14,5 +15,8 @@ namespace ratelimit_pg {
 // Storage::raise_uncommitted_config: 55000 for a call under a config this
 // transaction changed and has not committed.
 [[noreturn]] void RaiseMemoryUncommittedConfig(const LimitCall& call);
+// Storage::raise_prepare_refused: 0A000, a prepared transaction cannot hold
+// a memory limit's grant (this session would have to give it back).
+[[noreturn]] void RaiseMemoryPrepareRefused();
 
 }  // namespace ratelimit_pg

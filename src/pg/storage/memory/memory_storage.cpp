@@ -412,6 +412,7 @@ constexpr Storage kMemoryStorage = {
     .modify = Modify,
     .raise_no_room = RaiseMemoryNoRoom,
     .raise_uncommitted_config = RaiseMemoryUncommittedConfig,
+    .raise_prepare_refused = RaiseMemoryPrepareRefused,
 };
 
 }  // namespace
