@@ -2,7 +2,8 @@
 # `make installcheck` (pg_regress + isolation specs against a running server).
 # The C++ unit and client tests are built by CMakeLists.txt.
 
-# ratelimit_proxy: the router side over PL/Proxy (SQL only, no library).
+# ratelimit_proxy: the router side over PL/Proxy's cluster definition; its
+# C functions are in the ratelimit library (src/pg/route, which links libpq).
 EXTENSION = ratelimit ratelimit_proxy
 MODULE_big = ratelimit
 # Every source file of the core and the adapter (src/pg's folders by layer:
@@ -16,9 +17,10 @@ ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isol
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
 
 # The adapter's includes name their folder: "storage/table/row_access.h".
-PG_CPPFLAGS = -Isrc/core -Isrc/pg
+PG_CPPFLAGS = -Isrc/core -Isrc/pg -I$(shell $(PG_CONFIG) --includedir)
 PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++
+SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 # The adapter (src/pg) is built without C++ exceptions: none of its code
 # may throw or catch (a C++ exception crossing PostgreSQL's C frames would

@@ -34,7 +34,7 @@
 set -euo pipefail
 cd "${CHECK_LAYOUT_ROOT:-$(dirname "$0")/..}"
 
-ORDER="support < shmem < storage < config < decide < api"
+ORDER="support < shmem < storage < config < decide < route < api"
 read -r -a LAYERS <<<"${ORDER//</}"
 # What, above src/pg/storage, may be included from inside it.
 STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"

@@ -497,6 +497,114 @@ SQL
     "$(printf '\n20 20 2 20 20 20 20')" "$out"
 }
 
+# The router's own connections (ratelimit_proxy 0.9.0, src/pg/route), in
+# router database "router" (its partitions in the main cluster, whose
+# pg_stat_activity shows them as application ratelimit_proxy): USAGE on
+# the server is needed; a session keeps its connections, and opens new
+# ones when the server changes; a routed call cancelled (statement_timeout)
+# or timed out (the server's query_timeout) while its partition waits for a
+# row lock cancels the partition's statement, and the session's next call
+# works.
+TRANSPORT_HELPERS="
+SET client_min_messages = warning;
+CREATE FUNCTION pg_temp.routed() RETURNS text LANGUAGE plpgsql AS \$\$
+BEGIN
+  PERFORM pg_stat_clear_snapshot();
+  RETURN (SELECT string_agg(datname || ':' || pid, ',' ORDER BY datname, pid) FROM pg_stat_activity
+          WHERE application_name = 'ratelimit_proxy');
+END \$\$;
+-- The routed connections once they are want (after up to 5 seconds: a
+-- closed connection's backend exits on its own time).
+CREATE FUNCTION pg_temp.settle(want text) RETURNS text LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1..100 LOOP
+    EXIT WHEN pg_temp.routed() IS NOT DISTINCT FROM want;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN pg_temp.routed();
+END \$\$;
+-- How many routed statements wait for a lock, once none does (or after 2 seconds).
+CREATE FUNCTION pg_temp.waiting() RETURNS bigint LANGUAGE plpgsql AS \$\$
+DECLARE n bigint;
+BEGIN
+  FOR i IN 1..40 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    SELECT count(*) INTO n FROM pg_stat_activity WHERE application_name = 'ratelimit_proxy' AND wait_event_type = 'Lock';
+    EXIT WHEN n = 0;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN n;
+END \$\$;
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
+BEGIN
+  EXECUTE statement;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+  RETURN SQLSTATE || ' ' || SQLERRM;
+END \$\$;"
+run_transport() {
+  local db=router config='{"kind": "token bucket", "rate": 1000, "period": 1000}' part out holder
+  local call="SELECT ratelimit_limit('held', 'k', '$config')"
+  part=$(psql_in -At -d "$db" -c "SELECT ratelimit_partition('held', 'k')")
+  psql_in -d "$db" -c "DROP ROLE IF EXISTS rl_transport" -c "CREATE ROLE rl_transport"
+  out=$(psql_in -At -F ' ' -d "$db" 2>&1 <<SQL
+$TRANSPORT_HELPERS
+SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
+SELECT pg_temp.routed() AS first \gset
+SELECT 'connections', cardinality(string_to_array(:'first', ','));
+SELECT count(*) FILTER (WHERE NOT (ratelimit_limit('kept', 'k' || g, '$config')).ok) FROM generate_series(1, 40) AS g;
+SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
+SELECT 'kept:', pg_temp.settle(:'first') = :'first';
+SET ROLE rl_transport;
+SELECT 'no usage:', pg_temp.state_of(\$s\$$call\$s\$);
+RESET ROLE;
+GRANT USAGE ON FOREIGN SERVER ratelimit TO rl_transport;
+SET ROLE rl_transport;
+SELECT 'usage:', pg_temp.state_of(\$s\$$call\$s\$);
+RESET ROLE;
+REVOKE USAGE ON FOREIGN SERVER ratelimit FROM rl_transport;
+SELECT pg_temp.routed() AS first \gset
+ALTER SERVER ratelimit OPTIONS (ADD connection_lifetime '3600');
+SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
+SELECT 'server changed, new:', cardinality(string_to_array(pg_temp.routed(), ',')),
+       NOT (string_to_array(pg_temp.settle('none'), ',') && string_to_array(:'first', ','));
+ALTER SERVER ratelimit OPTIONS (DROP connection_lifetime);
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "router connections: one per partition, USAGE on the server needed, kept by the session, new ones after the server changed" \
+    "$(printf 'connections 4\n0\nkept: t\nno usage: 42501 permission denied for foreign server ratelimit\nusage: no error\nserver changed, new: 4 t')" \
+    "$(echo "$out" | grep -v '^t$')"
+
+  # A row of the partition locked for 4 seconds by a transaction there.
+  hold() {
+    psql_in -h "$MAIN_HOST" -d "rl_p$part" -c "BEGIN" -c "$call" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null
+  }
+  local what
+  for what in statement_timeout query_timeout; do
+    hold &
+    holder=$!
+    out=$(psql_in -At -F ' ' -d "$db" 2>&1 <<SQL
+$TRANSPORT_HELPERS
+SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
+SELECT pg_sleep(1);
+$(if [ $what = statement_timeout ]; then echo "SET statement_timeout = '300ms';";
+  else echo "ALTER SERVER ratelimit OPTIONS (ADD query_timeout '1');"; fi)
+SELECT 'call:', pg_temp.state_of(\$s\$$call\$s\$);
+RESET statement_timeout;
+SELECT 'waiting:', pg_temp.waiting();
+$([ $what = query_timeout ] && echo "ALTER SERVER ratelimit OPTIONS (DROP query_timeout);")
+SELECT pg_sleep(3.5);
+SELECT 'next call:', pg_temp.state_of(\$s\$$call\$s\$);
+SQL
+    ) || { echo "$out"; out=failed; }
+    wait "$holder"
+    local expected='57014 canceling statement due to statement timeout'
+    [ $what = query_timeout ] && expected="57014 public.ratelimit_proxy_limit(8): [rl_p$part] query timeout"
+    check "router connections: a call stopped by $what while its partition waits cancels the partition's statement; the next call works" \
+      "$(printf 'call: %s\nwaiting: 0\nnext call: no error' "$expected")" "$(echo "$out" | grep -v '^t$\|^$')"
+  done
+}
+
 start_partition_clusters() {
   local template="$WORK/template" i dir host
   mkdir "$template"
@@ -542,6 +650,9 @@ for case in router router_clusters; do
   say "$case: hot key through the router, exact bound"
   run_hot_key $case "${hosts[@]}"
 done
+
+say "router: its own connections to the partitions"
+run_transport
 
 say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
 run_reshard

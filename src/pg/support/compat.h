@@ -15,9 +15,11 @@ extern "C" {
 #include "lib/dshash.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
+#include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #if PG_VERSION_NUM >= 160000
+#include "catalog/pg_foreign_server.h"
 #include "nodes/miscnodes.h"
 #include "parser/parse_relation.h"
 #endif
@@ -243,6 +245,15 @@ inline void* AllocGucExtra(size_t size) {
   return guc_malloc(LOG, size);
 #else
   return malloc(size);
+#endif
+}
+
+// The ACL check of a foreign server (16 made it one call for every object kind).
+inline AclResult ForeignServerAclCheck(Oid server, Oid role, AclMode mode) {
+#if PG_VERSION_NUM >= 160000
+  return object_aclcheck(ForeignServerRelationId, server, role, mode);
+#else
+  return pg_foreign_server_aclcheck(server, role, mode);
 #endif
 }
 

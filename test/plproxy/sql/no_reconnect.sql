@@ -3,9 +3,11 @@
 -- _check and _limit_all since 0.7.0; ratelimit_value, _reset, _refund,
 -- _headers, _override, _unoverride, _define, _undefine and _simulate since
 -- 0.8.0) as data and the router raises it, with the SQLSTATE, message,
--- detail and hint one node raises. (ratelimit_cleanup and
--- ratelimit_stats_reset take no argument: no caller input makes them
--- fail.) Before ratelimit_proxy 0.7.0
+-- detail and hint one node raises; since 0.9.0 the router's own
+-- connections (ratelimit_proxy_route, one per partition, apart from
+-- PL/Proxy's) carry them, and a partition's error leaves them as they
+-- were. (ratelimit_cleanup and ratelimit_stats_reset take no argument: no
+-- caller input makes them fail.) Before ratelimit_proxy 0.7.0
 -- each of these calls made PL/Proxy drop its connection ("NOTICE: PL/Proxy:
 -- dropping stale conn", which pg_regress would show here) and open a new
 -- partition backend. The partitions' clocks are frozen at 2026-01-01
@@ -24,8 +26,10 @@ LANGUAGE plproxy AS $$
     SELECT current_database()::text AS db, pg_backend_pid() AS pid,
            (SELECT d.sessions FROM pg_stat_database AS d WHERE d.datname = current_database()) AS sessions;
 $$;
--- Connected to every partition (twice: the first call's own session is
--- counted after it).
+-- Connected to every partition: the router's own connections (a routed
+-- call on every partition), then PL/Proxy's of the function above (twice:
+-- the first call's own session is counted after it).
+SELECT count(*) >= 0 AS routed FROM ratelimit_proxy_stats();
 SELECT count(*) AS partitions FROM partition_sessions();
 SELECT count(*) AS partitions FROM partition_sessions();
 CREATE TEMP TABLE before AS SELECT * FROM partition_sessions();

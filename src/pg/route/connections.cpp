@@ -1,0 +1,412 @@
+// The router's connections to its partitions (connections.h).
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "route/connections.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "libpq-fe.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+struct Connection {
+  char* connect_string;
+  PGconn* conn;       // nullptr: closed
+  uint64 generation;  // the cluster definition's it was opened under
+  TimestampTz opened_at;
+  // A statement was sent and its answer not read to the end (an error or a
+  // cancel came in between): the connection cannot be used again.
+  bool busy;
+  Oid* prepared;  // the functions whose statement this connection has prepared
+  int prepared_count;
+  int prepared_size;
+};
+
+MemoryContext context = nullptr;
+Connection* connections = nullptr;
+int connection_count = 0;
+int connection_size = 0;
+bool hooks_registered = false;
+
+// The statement being run, for the notices a partition sends with it.
+const RemoteStatement* running = nullptr;
+
+void Close(Connection* c) {
+  if (c->conn != nullptr) {
+    if (c->busy) {
+      // The partition may still be working on it (waiting for a lock):
+      // cancel it, so its backend does not run on for nobody.
+      if (PGcancel* cancel = PQgetCancel(c->conn)) {
+        char message[256];
+        PQcancel(cancel, message, sizeof(message));
+        PQfreeCancel(cancel);
+      }
+    }
+    PQfinish(c->conn);
+  }
+  c->conn = nullptr;
+  c->busy = false;
+  c->prepared_count = 0;
+}
+
+// A connection left in the middle of a statement (an error or a cancel
+// came while its answer was awaited) is closed, its partition's statement
+// cancelled: a routed call is never running while a (sub)transaction
+// aborts, so every busy connection is one an error left.
+void CloseBusy() {
+  for (int i = 0; i < connection_count; ++i)
+    if (connections[i].busy) Close(&connections[i]);
+  running = nullptr;
+}
+
+void AtTransactionEnd(XactEvent event, void*) {
+  if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) CloseBusy();
+}
+
+// An exception block that caught the error aborts only its subtransaction.
+void AtSubtransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+  if (event == SUBXACT_EVENT_ABORT_SUB) CloseBusy();
+}
+
+// At backend exit: every connection closed politely.
+void AtExit(int, Datum) {
+  for (int i = 0; i < connection_count; ++i) Close(&connections[i]);
+}
+
+void RegisterHooks() {
+  if (hooks_registered) return;
+  context = AllocSetContextCreate(TopMemoryContext, "ratelimit router connections", ALLOCSET_SMALL_SIZES);
+  RegisterXactCallback(AtTransactionEnd, nullptr);
+  RegisterSubXactCallback(AtSubtransactionEnd, nullptr);
+  on_proc_exit(AtExit, 0);
+  hooks_registered = true;
+}
+
+const char* DatabaseOf(const Connection& c) {
+  const char* db = c.conn != nullptr ? PQdb(c.conn) : nullptr;
+  return db != nullptr ? db : "?";
+}
+
+// libpq's message without its trailing newline, in palloc'd memory.
+char* MessageOf(PGconn* conn) {
+  char* message = pstrdup(conn != nullptr ? PQerrorMessage(conn) : "out of memory");
+  size_t len = strlen(message);
+  while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == ' ')) message[--len] = '\0';
+  return message;
+}
+
+// A lost connection (or one that could not be made): closed, and raised
+// naming the function and the partition, as PL/Proxy does.
+[[noreturn]] void RaiseLost(Connection* c, const RemoteStatement& statement, int partition, int sqlstate,
+                            const char* what) {
+  char* database = pstrdup(DatabaseOf(*c));
+  char* message = MessageOf(c->conn);
+  Close(c);
+  ereport(ERROR, (errcode(sqlstate),
+                  errmsg("%s(%d): [%s] %s: %s", statement.function_name, statement.function_args, database,
+                         what, message),
+                  errdetail("The partition is %d of server \"ratelimit\".", partition)));
+  pg_unreachable();
+}
+
+// A partition's error or notice, its fields copied out of libpq's result
+// (so the result can be freed before anything is raised).
+struct RemoteMessage {
+  char* state;
+  char* severity;
+  char* message;
+  char* detail;
+  char* hint;
+  char* context;
+};
+
+RemoteMessage CopyMessage(const PGresult* result) {
+  auto field = [&](int code) -> char* {
+    const char* value = PQresultErrorField(result, code);
+    return value != nullptr ? pstrdup(value) : nullptr;
+  };
+  RemoteMessage m{field(PG_DIAG_SQLSTATE),       field(PG_DIAG_SEVERITY),     field(PG_DIAG_MESSAGE_PRIMARY),
+                  field(PG_DIAG_MESSAGE_DETAIL), field(PG_DIAG_MESSAGE_HINT), field(PG_DIAG_CONTEXT)};
+  if (m.state == nullptr || strlen(m.state) != 5) m.state = pstrdup("XX000");
+  return m;
+}
+
+// Passes a partition's error or notice through as PL/Proxy does.
+void Raise(const RemoteMessage& m, const RemoteStatement& statement, const char* database, bool error) {
+  int level = error ? ERROR : (strncmp(m.state, "00", 2) == 0 ? NOTICE : WARNING);
+  ereport(level, (errcode(MAKE_SQLSTATE(m.state[0], m.state[1], m.state[2], m.state[3], m.state[4])),
+                  errmsg("%s(%d): [%s] REMOTE %s: %s", statement.function_name, statement.function_args,
+                         database, m.severity != nullptr ? m.severity : (error ? "ERROR" : "NOTICE"),
+                         m.message != nullptr ? m.message : ""),
+                  m.detail != nullptr ? errdetail("Remote detail: %s", m.detail) : 0,
+                  m.hint != nullptr ? errhint("Remote hint: %s", m.hint) : 0,
+                  m.context != nullptr ? errcontext("Remote context: %s", m.context) : 0));
+}
+
+void RelayNotice(void* arg, const PGresult* result) {
+  if (running == nullptr) return;
+  Raise(CopyMessage(result), *running, DatabaseOf(*static_cast<Connection*>(arg)), false);
+}
+
+Connection* ConnectionFor(const char* connect_string) {
+  for (int i = 0; i < connection_count; ++i)
+    if (strcmp(connections[i].connect_string, connect_string) == 0) return &connections[i];
+  if (connection_count == connection_size) {
+    int size = connection_size == 0 ? 4 : connection_size * 2;
+    auto* grown = static_cast<Connection*>(MemoryContextAllocZero(context, sizeof(Connection) * size));
+    if (connection_count > 0) memcpy(grown, connections, sizeof(Connection) * connection_count);
+    if (connections != nullptr) pfree(connections);
+    connections = grown;
+    connection_size = size;
+  }
+  Connection* c = &connections[connection_count++];
+  *c = Connection{};
+  c->connect_string = MemoryContextStrdup(context, connect_string);
+  return c;
+}
+
+// Milliseconds left before deadline (0 for none): -1 to wait forever.
+long MillisecondsLeft(TimestampTz deadline) {
+  if (deadline == 0) return -1;
+  long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+  return left;
+}
+
+// Waits until the connection's socket has what `events` asks for, or the
+// deadline passes (false). A cancel or termination of this backend raises
+// here (the connection stays busy, and is closed at the transaction's end).
+bool WaitFor(PGconn* conn, int events, TimestampTz deadline) {
+  for (;;) {
+    long timeout = MillisecondsLeft(deadline);
+    if (deadline != 0 && timeout <= 0) return false;
+    int happened = WaitLatchOrSocket(
+        MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events | (deadline != 0 ? WL_TIMEOUT : 0),
+        PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+    if (happened & WL_LATCH_SET) {
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+    }
+    if (happened & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE)) return true;
+  }
+}
+
+TimestampTz DeadlineOf(const RouterCluster& cluster) {
+  if (cluster.query_timeout <= 0) return 0;
+  return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), static_cast<int64>(cluster.query_timeout) * 1000);
+}
+
+[[noreturn]] void RaiseTimeout(Connection* c, const RemoteStatement& statement, int partition) {
+  char* database = pstrdup(DatabaseOf(*c));
+  c->busy = true;  // cancelled and closed
+  Close(c);
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_QUERY_CANCELED),
+       errmsg("%s(%d): [%s] query timeout", statement.function_name, statement.function_args, database),
+       errdetail("The partition is %d of server \"ratelimit\", whose query_timeout has passed.", partition)));
+  pg_unreachable();
+}
+
+// Opens c's connection (not open, or closed above).
+void Open(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
+  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
+  const char* values[] = {c->connect_string, "ratelimit_proxy", GetDatabaseEncodingName(), nullptr};
+  c->conn = PQconnectStartParams(keywords, values, 1);
+  c->busy = true;
+  c->prepared_count = 0;
+  c->generation = cluster.generation;
+  c->opened_at = GetCurrentTimestamp();
+  if (c->conn == nullptr || PQstatus(c->conn) == CONNECTION_BAD)
+    RaiseLost(c, statement, partition, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+              "could not connect");
+  TimestampTz deadline = DeadlineOf(cluster);
+  PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+  while (status != PGRES_POLLING_OK) {
+    if (status == PGRES_POLLING_FAILED)
+      RaiseLost(c, statement, partition, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+                "could not connect");
+    if (!WaitFor(c->conn, status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+                 deadline))
+      RaiseTimeout(c, statement, partition);
+    status = PQconnectPoll(c->conn);
+  }
+  PQsetNoticeReceiver(c->conn, RelayNotice, c);
+  c->busy = false;
+}
+
+// Whether an idle connection is still there: the partition sends nothing
+// to an idle client unless it is closing the connection (a restart, a
+// termination), so anything readable means it is gone.
+bool StillOpen(Connection* c) {
+  if (PQstatus(c->conn) != CONNECTION_OK) return false;
+  pollfd fd{PQsocket(c->conn), POLLIN, 0};
+  int ready;
+  do {
+    ready = poll(&fd, 1, 0);
+  } while (ready < 0 && errno == EINTR);
+  return ready == 0;
+}
+
+// c ready for a statement: opened, or reopened when it was lost, left busy,
+// made under an older definition, or older than connection_lifetime.
+void Ready(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
+  if (c->conn != nullptr) {
+    bool expired =
+        cluster.connection_lifetime > 0 &&
+        TimestampDifferenceExceeds(c->opened_at, GetCurrentTimestamp(), cluster.connection_lifetime * 1000);
+    if (c->busy || c->generation != cluster.generation || expired || !StillOpen(c)) Close(c);
+  }
+  if (c->conn == nullptr) Open(c, cluster, statement, partition);
+}
+
+// Reads every result of what was sent on c: the last rows, or raises the
+// partition's error once the answer was read to the end (the connection
+// then is idle and stays).
+PGresult* ReadAnswer(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement,
+                     int partition, TimestampTz deadline) {
+  PGresult* answer = nullptr;
+  PGresult* failure = nullptr;
+  for (;;) {
+    while (PQisBusy(c->conn)) {
+      if (!WaitFor(c->conn, WL_SOCKET_READABLE, deadline)) {
+        PQclear(answer);
+        PQclear(failure);
+        RaiseTimeout(c, statement, partition);
+      }
+      if (!PQconsumeInput(c->conn)) break;
+    }
+    PGresult* result = PQgetResult(c->conn);
+    if (result == nullptr) break;
+    ExecStatusType status = PQresultStatus(result);
+    if (status == PGRES_FATAL_ERROR && failure == nullptr) {
+      failure = result;
+    } else if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      PQclear(answer);
+      answer = result;
+    } else {
+      PQclear(result);
+    }
+    if (PQstatus(c->conn) == CONNECTION_BAD) break;
+  }
+  if (PQstatus(c->conn) == CONNECTION_BAD) {
+    PQclear(answer);
+    PQclear(failure);
+    RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
+  }
+  c->busy = false;
+  if (failure != nullptr) {
+    PQclear(answer);
+    RemoteMessage message = CopyMessage(failure);
+    PQclear(failure);
+    Raise(message, statement, DatabaseOf(*c), true);
+  }
+  if (answer == nullptr) RaiseLost(c, statement, partition, ERRCODE_PROTOCOL_VIOLATION, "no answer");
+  return answer;
+}
+
+// The prepared statement's name for the router's function.
+void StatementName(Oid function, char* out, size_t size) {
+  snprintf(out, size, "ratelimit_proxy_%u", function);
+}
+
+bool Prepared(const Connection& c, Oid function) {
+  for (int i = 0; i < c.prepared_count; ++i)
+    if (c.prepared[i] == function) return true;
+  return false;
+}
+
+void RememberPrepared(Connection* c, Oid function) {
+  if (c->prepared_count == c->prepared_size) {
+    int size = c->prepared_size == 0 ? 8 : c->prepared_size * 2;
+    auto* grown = static_cast<Oid*>(MemoryContextAlloc(context, sizeof(Oid) * size));
+    if (c->prepared_count > 0) memcpy(grown, c->prepared, sizeof(Oid) * c->prepared_count);
+    if (c->prepared != nullptr) pfree(c->prepared);
+    c->prepared = grown;
+    c->prepared_size = size;
+  }
+  c->prepared[c->prepared_count++] = function;
+}
+
+// Prepares the statement on c if it has not (one round trip, once).
+void Prepare(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
+  if (Prepared(*c, statement.function)) return;
+  char name[64];
+  StatementName(statement.function, name, sizeof(name));
+  c->busy = true;
+  if (!PQsendPrepare(c->conn, name, statement.sql, 0, nullptr))
+    RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
+  PQclear(ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster)));
+  RememberPrepared(c, statement.function);
+}
+
+void Send(Connection* c, const RemoteStatement& statement, int partition) {
+  char name[64];
+  StatementName(statement.function, name, sizeof(name));
+  c->busy = true;
+  if (!PQsendQueryPrepared(c->conn, name, statement.params, statement.values, nullptr, nullptr, 0))
+    RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
+}
+
+// The rows of a result, copied into palloc'd memory; the result is freed.
+RemoteRows CopyRows(PGresult* result, const RemoteStatement& statement, const Connection& c) {
+  RemoteRows rows{PQntuples(result), PQnfields(result), nullptr};
+  if (PQresultStatus(result) != PGRES_TUPLES_OK || rows.columns != statement.columns) {
+    int columns = rows.columns;
+    PQclear(result);
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
+                           statement.function_args, DatabaseOf(c), columns, statement.columns),
+                    errhint("Update the partitions' ratelimit to the router's version.")));
+  }
+  rows.values = static_cast<char**>(palloc(sizeof(char*) * Max(1, rows.rows * rows.columns)));
+  for (int r = 0; r < rows.rows; ++r)
+    for (int col = 0; col < rows.columns; ++col)
+      rows.values[r * rows.columns + col] =
+          PQgetisnull(result, r, col) ? nullptr : pstrdup(PQgetvalue(result, r, col));
+  PQclear(result);
+  return rows;
+}
+
+}  // namespace
+
+void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count,
+                     const RemoteStatement& statement, RemoteRows* out) {
+  RegisterHooks();
+  running = &statement;
+  auto** used = static_cast<Connection**>(palloc(sizeof(Connection*) * count));
+  for (int i = 0; i < count; ++i) {
+    Connection* c = ConnectionFor(cluster.connect_strings[targets[i]]);
+    used[i] = c;
+    Ready(c, cluster, statement, targets[i]);
+    Prepare(c, cluster, statement, targets[i]);
+  }
+  // Sent to every partition before any answer is read: they run at once;
+  // one after the other when two partitions share a connect string.
+  bool shared = false;
+  for (int i = 0; i < count; ++i)
+    for (int j = 0; j < i; ++j) shared = shared || used[i] == used[j];
+  TimestampTz deadline = DeadlineOf(cluster);
+  for (int i = 0; i < count; ++i) {
+    Send(used[i], statement, targets[i]);
+    if (shared)
+      out[i] = CopyRows(ReadAnswer(used[i], cluster, statement, targets[i], deadline), statement, *used[i]);
+  }
+  if (!shared)
+    for (int i = 0; i < count; ++i)
+      out[i] = CopyRows(ReadAnswer(used[i], cluster, statement, targets[i], deadline), statement, *used[i]);
+  running = nullptr;
+}
+
+}  // namespace ratelimit_pg
