@@ -1,27 +1,27 @@
 #!/bin/bash
 # Where a routed call's work goes, in instructions: the router backend's and
 # the partition backend's instructions per call of ratelimit_limit through
-# the router (ratelimit_proxy at this tree's version, and a 0.7.0 router
-# beside it), of an empty PL/Proxy call, and of the call made directly on
+# the router (ratelimit_proxy at this tree's version, and a 0.8.0 router,
+# the last over PL/Proxy's call handler, beside it), of an empty PL/Proxy call, and of the call made directly on
 # the partition, counted by valgrind's callgrind. Instruction counts do not
 # move with other load on a shared machine (bench/plproxy.sh's throughput
 # does), so they show what a change of the router saves.
 #
 #   bench/plproxy-profile.sh     # about 3 minutes; writes bench/plproxy-profile-latest.md
 #   PROFILE_KEEP=1 bench/plproxy-profile.sh   # keep the callgrind files (for callgrind_annotate)
-#   PROFILE_TARGETS="routed" bench/plproxy-profile.sh   # some of: direct noop routed routed_070
+#   PROFILE_TARGETS="routed" bench/plproxy-profile.sh   # some of: direct noop routed routed_080
 #
 # One throwaway cluster (synchronous_commit=off, autovacuum off) holds the
 # partition database `direct` (CREATE EXTENSION ratelimit, 10,000 keys) and
-# the router databases r1 (this tree's ratelimit_proxy) and r1_070 (0.7.0),
+# the router databases r1 (this tree's ratelimit_proxy) and r1_080 (0.8.0),
 # each with `direct` as its one partition; the server then runs under
 # callgrind, every backend writing its own file. Each workload runs twice
 # with pgbench -M prepared and one client, 200 and 1,000 calls: the
 # difference of each backend's totals over 800 is the cost of one call
 # without the connections' start-up (parse/bind/execute on the router,
-# PL/Proxy's statement on the partition, the call, both commits and the
-# replies). The router backend is the file with PL/Proxy's call handler in
-# it, the partition backend the other busy one. Only backends are counted,
+# the routed statement on the partition, the call, both commits and the
+# replies). The router backend is the file with PL/Proxy's call handler or
+# ratelimit_proxy_route in it, the partition backend the other busy one. Only backends are counted,
 # not pgbench or the kernel (no round trip, no wake-up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,9 +58,9 @@ PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE direct"
 "${PSQL[@]}" -d direct -c "CREATE EXTENSION ratelimit" \
   -c "SELECT count(ratelimit_limit('n', 'k' || g, '$CONFIG', 0)) FROM generate_series(1, $KEYS) AS g" >/dev/null
-for db in r1 r1_070; do
+for db in r1 r1_080; do
   version=$ROUTER_VERSION
-  [ "$db" = r1_070 ] && version=0.7.0
+  [ "$db" = r1_080 ] && version=0.8.0
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE $db"
   "${PSQL[@]}" -d "$db" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$version'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
@@ -105,7 +105,7 @@ run_instructions() {
   sleep 5  # the backends write their files as they exit
   for file in $(comm -13 <(echo "$before") <(ls "$OUT_DIR" | sort)); do
     total=$(grep -m1 '^summary:' "$OUT_DIR/$file" | awk '{print $2}')
-    if grep -q 'plproxy_call_handler' "$OUT_DIR/$file"; then
+    if grep -q 'plproxy_call_handler\|ratelimit_proxy_route' "$OUT_DIR/$file"; then
       [ "$total" -gt "$router" ] && router=$total
     elif [ "$total" -gt "$partition" ]; then
       partition=$total
@@ -124,9 +124,9 @@ per_call() {
   echo "$(((large[0] - small[0]) / (LARGE - SMALL))) $(((large[1] - small[1]) / (LARGE - SMALL)))"
 }
 
-TARGETS=${PROFILE_TARGETS:-direct noop routed routed_070}
+TARGETS=${PROFILE_TARGETS:-direct noop routed routed_080}
 declare -A own part
-declare -A SPECS=([direct]="grant direct" [noop]="noop r1" [routed]="grant r1" [routed_070]="grant r1_070")
+declare -A SPECS=([direct]="grant direct" [noop]="noop r1" [routed]="grant r1" [routed_080]="grant r1_080")
 for name in $TARGETS; do
   read -r workload db <<<"${SPECS[$name]}"
   read -r "own[$name]" "part[$name]" <<<"$(per_call "$workload" "$db")"
@@ -136,7 +136,7 @@ done
   echo "# Instructions per routed call (bench/plproxy-profile.sh)"
   echo
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/plproxy-profile.sh\`; $("$PG_BINDIR/postgres" --version),"
-  echo "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit_proxy $ROUTER_VERSION and 0.7.0 over"
+  echo "PL/Proxy $(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-plproxy"), ratelimit_proxy $ROUTER_VERSION and 0.8.0 over"
   echo "ratelimit $(sed -n "s/^default_version = '\(.*\)'$/\1/p" ratelimit.control). Backend instructions (callgrind) of ($LARGE − $SMALL) calls / $((LARGE - SMALL)),"
   echo "pgbench -M prepared, 1 client, every call \`ratelimit_limit('n', <one of $KEYS keys>, cfg)\` granted"
   echo "(\"PL/Proxy, empty statement\": \`bench_noop(ratelimit_hash(...))\`, PL/Proxy routing \`SELECT 1\`)."
@@ -149,7 +149,7 @@ done
       direct) label="direct (one backend)" ;;
       noop) label="PL/Proxy, empty statement" ;;
       routed) label="routed \`ratelimit_limit\`, ratelimit_proxy $ROUTER_VERSION" ;;
-      routed_070) label="routed \`ratelimit_limit\`, ratelimit_proxy 0.7.0" ;;
+      routed_080) label="routed \`ratelimit_limit\`, ratelimit_proxy 0.8.0 (PL/Proxy)" ;;
     esac
     router=${own[$name]} partition=${part[$name]}
     [ "$name" = direct ] && { partition=$router; router=0; }

@@ -103,23 +103,30 @@ psql_in -d r1 -c "CREATE FUNCTION bench_noop(hash integer) RETURNS integer LANGU
     RUN ON hash;
     SELECT 1;
 \$\$"
-# The previous releases' routers (ratelimit_proxy 0.7.0, and 0.6.0, which
-# let the partition raise) over the same partition, which serves them too:
-# the same run's baselines.
-for old in 0.7.0 0.6.0; do
+# The previous releases' routers (ratelimit_proxy 0.8.0, the last over
+# PL/Proxy's call handler, and 0.6.0, which let the partition raise) over
+# the same partition, which serves them too: the same run's baselines.
+for old in 0.8.0 0.6.0; do
   psql_in -d postgres -c "CREATE DATABASE r1_${old//./}"
   psql_in -d "r1_${old//./}" -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$old'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=direct host=$CLUSTER_DIR port=5432')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')"
 done
-# The partition backend of a router session, for the CPU times.
-for db in r1 r1_070; do
+# The partition backend of a router session, for the CPU times: PL/Proxy's
+# connection, and (0.9.0) the router's own, which the partition's
+# pg_stat_activity shows as application ratelimit_proxy (the only one
+# open when the CPU times are taken: every pgbench session has ended).
+for db in r1 r1_080; do
   psql_in -d "$db" -c "CREATE FUNCTION bench_partition_pid() RETURNS integer LANGUAGE plproxy AS \$\$
     CLUSTER 'ratelimit';
     RUN ON 0;
     SELECT pg_backend_pid();
 \$\$"
 done
+psql_in -d r1 -c "CREATE FUNCTION bench_routed_pid() RETURNS integer LANGUAGE sql AS \$\$
+    SELECT pid FROM pg_catalog.pg_stat_activity WHERE application_name = 'ratelimit_proxy' AND datname = 'direct'
+    ORDER BY backend_start DESC LIMIT 1;
+\$\$"
 
 cat >"$WORK/grant.sql" <<SQL
 \set k random(1, $KEYS)
@@ -184,7 +191,8 @@ CPU_CALLS=3000
 # shellcheck disable=SC2059 # the templates are printf formats
 cpu_micros() {
   local db=$1 prepare=$2 template=$3 routed=${4:-} i part="0"
-  [ -n "$routed" ] && part="bench_partition_pid()"
+  [ "$routed" = plproxy ] && part="bench_partition_pid()"
+  [ "$routed" = routed ] && part="bench_routed_pid()"
   local ticks="(SELECT (s[12])::bigint + (s[13])::bigint FROM (SELECT regexp_split_to_array(split_part(
                   pg_read_file('/proc/' || %s || '/stat'), ') ', 2), ' ') AS s) AS x)"
   {
@@ -266,19 +274,19 @@ if [ "$GRID" = router ]; then CLIENTS=1; TARGETS=""; WORKLOADS=""; fi
 # The breakdown at 1 client: target, database, workload, pgbench mode.
 BREAKDOWN=("direct direct grant prepared" "partition_statement direct partition_statement extended"
            "noop r1 noop prepared" "proxy r1 proxy prepared" "routed r1 grant prepared"
-           "routed_070 r1_070 grant prepared")
+           "routed_080 r1_080 grant prepared")
 # The same targets' CPU time per call: database, statement prepared, the
 # statement run (%s: the key number), routed or not.
 CFG_SQL="'$CONFIG'"
 declare -A CPU_SPECS=(
   [direct]="direct|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|"
   [partition_statement]="direct||SELECT * FROM public.ratelimit_proxy_limit('n'::text, 'k%s'::text, $CFG_SQL::jsonb, 1::double precision, false::boolean, false::boolean, 'plain'::text);|"
-  [noop]="r1|PREPARE p(text) AS SELECT bench_noop(ratelimit_hash('n', \$1));|EXECUTE p('k%s');|routed"
+  [noop]="r1|PREPARE p(text) AS SELECT bench_noop(ratelimit_hash('n', \$1));|EXECUTE p('k%s');|plproxy"
   [proxy]="r1|PREPARE p(text) AS SELECT ok FROM ratelimit_proxy_limit(ratelimit_hash('n', \$1), 'n', \$1, $CFG_SQL, 1, false, false, 'plain');|EXECUTE p('k%s');|routed"
   [routed]="r1|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|routed"
-  [routed_070]="r1_070|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|routed"
+  [routed_080]="r1_080|PREPARE p(text) AS SELECT ok FROM ratelimit_limit('n', \$1, $CFG_SQL);|EXECUTE p('k%s');|plproxy"
 )
-CPU_TARGETS="direct partition_statement noop proxy routed routed_070"
+CPU_TARGETS="direct partition_statement noop proxy routed routed_080"
 for sync in on off; do
   psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = $sync" -c "SELECT pg_reload_conf()" >/dev/null
   for clients in $CLIENTS; do
@@ -351,13 +359,11 @@ BAD_CONFIG='{"kind": "token bucket", "rate": 0, "period": 1000}'
 BAD_LIMIT="PERFORM ratelimit_limit('n', 'k1', '$BAD_CONFIG')"
 BAD_VALUE="PERFORM * FROM ratelimit_value('n', 'k1', '$BAD_CONFIG')"
 declare -A bad bad_sessions
-for db in direct r1 r1_070; do
+for db in direct r1 r1_080; do
   for what in limit value; do
     statement=$BAD_LIMIT
     [ "$what" = value ] && statement=$BAD_VALUE
     calls=$REFUSALS
-    # The 0.7.0 router reconnects after each bad ratelimit_value: fewer calls.
-    [ "$db" = r1_070 ] && [ "$what" = value ] && calls=$((REFUSALS / 10))
     read -r "bad[$db,$what]" "bad_sessions[$db,$what]" <<<"$(error_micros "$db" 22023 "$calls" "$statement")"
   done
 done
@@ -408,23 +414,25 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo
   echo "The router's own cost per call at 1 client, 1 partition (the database \`direct\` behind it), and where it"
   echo "goes: µs per call = 1/throughput, so round trips, backends and the partition's call together. \"the"
-  echo "partition's statement\" is the statement PL/Proxy sends, run directly with \`-M extended\` (parsed and"
-  echo "planned at every call, as PL/Proxy's is); \"PL/Proxy function\" is \`ratelimit_proxy_limit\` called on the"
-  echo "router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\`; \"0.7.0"
-  echo "router\" is a \`ratelimit_proxy\` 0.7.0 router database over the same partition."
+  echo "partition's statement\" is the statement a routed call runs there, run directly with \`-M extended\` (parsed and"
+  echo "planned at every call, as PL/Proxy sent it until 0.8.0; the router prepares it once per connection since 0.9.0);"
+  echo "\"routed function\" is \`ratelimit_proxy_limit\` (ratelimit_proxy_route over the router's own connection) called"
+  echo "on the router without the \`ratelimit_limit\` wrapper; \"PL/Proxy, empty statement\" routes \`SELECT 1\` through"
+  echo "PL/Proxy (its floor); \"0.8.0 router\" is a \`ratelimit_proxy\` 0.8.0 router database (PL/Proxy's call handler)"
+  echo "over the same partition."
   echo
-  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | the router adds | routed / direct | 0.7.0 router | it added |"
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | routed function | routed \`ratelimit_limit\` | the router adds | routed / direct | 0.8.0 router | it added |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for sync in on off; do
-    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(ratio "${tps[breakdown,$sync,direct]}" "${tps[breakdown,$sync,routed]}") | $(micros "${tps[breakdown,$sync,routed_070]}") | $(added "$sync" routed_070 direct) |"
+    echo "| $sync | $(micros "${tps[breakdown,$sync,direct]}") | $(micros "${tps[breakdown,$sync,partition_statement]}") | $(micros "${tps[breakdown,$sync,noop]}") | $(micros "${tps[breakdown,$sync,proxy]}") | $(micros "${tps[breakdown,$sync,routed]}") | $(added "$sync" routed direct) | $(ratio "${tps[breakdown,$sync,direct]}" "${tps[breakdown,$sync,routed]}") | $(micros "${tps[breakdown,$sync,routed_080]}") | $(added "$sync" routed_080 direct) |"
   done
   echo
   echo "The same calls' CPU time (µs per call, each its own statement and transaction, $CPU_CALLS calls, median"
   echo "of $ROUNDS): the session's backend (for a routed call the router backend) + the partition backend"
   echo "(psql and the kernel's scheduling aside). \"the partition's statement\" is sent unprepared, as PL/Proxy"
-  echo "sends it; the others are prepared, as pgbench's are:"
+  echo "sent it; the others are prepared, as pgbench's are:"
   echo
-  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | PL/Proxy function | routed \`ratelimit_limit\` | 0.7.0 router |"
+  echo "| synchronous_commit | direct | the partition's statement | PL/Proxy, empty statement | routed function | routed \`ratelimit_limit\` | 0.8.0 router |"
   echo "|---|---:|---:|---:|---:|---:|---:|"
   for sync in on off; do
     row="| $sync |"
@@ -434,15 +442,17 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
     echo "$row"
   done
   echo
-  echo "The router's added µs split: the partition parsing and planning its statement and the call's"
-  echo "subtransaction (statement − direct); PL/Proxy, the router backend and the second round trip"
-  echo "(PL/Proxy function − statement); the wrapper (routed − PL/Proxy function: the SQL expression inlined into the"
-  echo "caller's statement, and \`ratelimit_proxy_result\`, which raises the partition's error or returns its row):"
+  echo "The router's added µs split: the routed function (the router backend, its connection and the second round"
+  echo "trip, the partition's prepared statement and the call's subtransaction: routed function − direct); the"
+  echo "wrapper (routed − routed function: the SQL expression inlined into the caller's statement, and"
+  echo "\`ratelimit_proxy_result\`, which raises the partition's error or returns its row). For scale: what parsing"
+  echo "and planning the statement at every call would cost (statement − direct), and PL/Proxy's floor (empty"
+  echo "statement − direct):"
   echo
-  echo "| synchronous_commit | statement − direct | PL/Proxy function − statement | routed − PL/Proxy function | total |"
-  echo "|---|---:|---:|---:|---:|"
+  echo "| synchronous_commit | routed function − direct | routed − routed function | total | (statement − direct) | (PL/Proxy floor) |"
+  echo "|---|---:|---:|---:|---:|---:|"
   for sync in on off; do
-    echo "| $sync | $(added "$sync" partition_statement direct) | $(added "$sync" proxy partition_statement) | $(added "$sync" routed proxy) | $(added "$sync" routed direct) |"
+    echo "| $sync | $(added "$sync" proxy direct) | $(added "$sync" routed proxy) | $(added "$sync" routed direct) | $(added "$sync" partition_statement direct) | $(added "$sync" noop direct) |"
   done
   echo
   echo "A refused call ($REFUSALS in one session each, in a PL/pgSQL loop that catches PT429), and the"
@@ -461,7 +471,7 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   echo "|---|---:|---:|---|"
   echo "| direct | ${bad[direct,limit]} | ${bad[direct,value]} | ${bad_sessions[direct,limit]}, ${bad_sessions[direct,value]} |"
   echo "| through the router | ${bad[r1,limit]} | ${bad[r1,value]} | ${bad_sessions[r1,limit]}, ${bad_sessions[r1,value]} |"
-  echo "| through the 0.7.0 router ($((REFUSALS / 10)) values) | ${bad[r1_070,limit]} | ${bad[r1_070,value]} | ${bad_sessions[r1_070,limit]}, ${bad_sessions[r1_070,value]} |"
+  echo "| through the 0.8.0 router (PL/Proxy's call handler) | ${bad[r1_080,limit]} | ${bad[r1_080,value]} | ${bad_sessions[r1_080,limit]}, ${bad_sessions[r1_080,value]} |"
 } >"$OUT"
 rm -rf "$WORK"
 cat "$OUT"

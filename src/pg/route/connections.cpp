@@ -18,12 +18,18 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include "support/compat.h"
+
 namespace ratelimit_pg {
 namespace {
 
 struct Connection {
   char* connect_string;
-  PGconn* conn;       // nullptr: closed
+  PGconn* conn;  // nullptr: closed
+  // Waits for its answers: this backend's latch, the postmaster's death and
+  // the socket, made once per connection (a set made per wait would cost
+  // an epoll instance and three system calls more each time).
+  WaitEventSet* wait_set;
   uint64 generation;  // the cluster definition's it was opened under
   TimestampTz opened_at;
   // A statement was sent and its answer not read to the end (an error or a
@@ -56,6 +62,8 @@ void Close(Connection* c) {
     }
     PQfinish(c->conn);
   }
+  if (c->wait_set != nullptr) FreeWaitEventSet(c->wait_set);
+  c->wait_set = nullptr;
   c->conn = nullptr;
   c->busy = false;
   c->prepared_count = 0;
@@ -184,16 +192,23 @@ long MillisecondsLeft(TimestampTz deadline) {
   return left;
 }
 
-// Waits until the connection's socket has what `events` asks for, or the
-// deadline passes (false). A cancel or termination of this backend raises
-// here (the connection stays busy, and is closed at the transaction's end).
-bool WaitFor(PGconn* conn, int events, TimestampTz deadline) {
+// Waits until c's socket has what `events` asks for, or the deadline
+// passes (false). A cancel or termination of this backend raises here (the
+// connection stays busy, and is closed when the (sub)transaction aborts).
+bool WaitFor(Connection* c, int events, TimestampTz deadline) {
   for (;;) {
     long timeout = MillisecondsLeft(deadline);
     if (deadline != 0 && timeout <= 0) return false;
-    int happened = WaitLatchOrSocket(
-        MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events | (deadline != 0 ? WL_TIMEOUT : 0),
-        PQsocket(conn), timeout, PG_WAIT_EXTENSION);
+    int happened;
+    if (c->wait_set != nullptr && events == WL_SOCKET_READABLE) {
+      WaitEvent event;
+      happened = WaitEventSetWait(c->wait_set, timeout, &event, 1, PG_WAIT_EXTENSION) == 0 ? WL_TIMEOUT
+                                                                                           : event.events;
+    } else {
+      happened = WaitLatchOrSocket(
+          MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | events | (deadline != 0 ? WL_TIMEOUT : 0),
+          PQsocket(c->conn), timeout, PG_WAIT_EXTENSION);
+    }
     if (happened & WL_LATCH_SET) {
       ResetLatch(MyLatch);
       CHECK_FOR_INTERRUPTS();
@@ -237,12 +252,15 @@ void Open(Connection* c, const RouterCluster& cluster, const RemoteStatement& st
     if (status == PGRES_POLLING_FAILED)
       RaiseLost(c, statement, partition, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
                 "could not connect");
-    if (!WaitFor(c->conn, status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
-                 deadline))
+    if (!WaitFor(c, status == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline))
       RaiseTimeout(c, statement, partition);
     status = PQconnectPoll(c->conn);
   }
   PQsetNoticeReceiver(c->conn, RelayNotice, c);
+  c->wait_set = compat::NewSessionWaitEventSet(3);
+  AddWaitEventToSet(c->wait_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
+  AddWaitEventToSet(c->wait_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
+  AddWaitEventToSet(c->wait_set, WL_SOCKET_READABLE, PQsocket(c->conn), nullptr, nullptr);
   c->busy = false;
 }
 
@@ -271,16 +289,24 @@ void Ready(Connection* c, const RouterCluster& cluster, const RemoteStatement& s
   if (c->conn == nullptr) Open(c, cluster, statement, partition);
 }
 
-// Reads every result of what was sent on c: the last rows, or raises the
-// partition's error once the answer was read to the end (the connection
-// then is idle and stays).
-PGresult* ReadAnswer(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement,
-                     int partition, TimestampTz deadline) {
+// What a partition answered: its rows, or its error (copied out of libpq).
+struct Answer {
+  PGresult* rows;  // nullptr when failed
+  bool failed;
+  RemoteMessage error;
+  const char* database;
+};
+
+// Reads every result of what was sent on c, to the end: the connection is
+// then idle and stays, whatever the partition answered. A lost connection
+// is raised at once (and closed).
+Answer ReadAnswer(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement,
+                  int partition, TimestampTz deadline) {
   PGresult* answer = nullptr;
   PGresult* failure = nullptr;
   for (;;) {
     while (PQisBusy(c->conn)) {
-      if (!WaitFor(c->conn, WL_SOCKET_READABLE, deadline)) {
+      if (!WaitFor(c, WL_SOCKET_READABLE, deadline)) {
         PQclear(answer);
         PQclear(failure);
         RaiseTimeout(c, statement, partition);
@@ -306,14 +332,23 @@ PGresult* ReadAnswer(Connection* c, const RouterCluster& cluster, const RemoteSt
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
   }
   c->busy = false;
+  Answer out{answer, false, {}, pstrdup(DatabaseOf(*c))};
   if (failure != nullptr) {
     PQclear(answer);
-    RemoteMessage message = CopyMessage(failure);
+    out.rows = nullptr;
+    out.failed = true;
+    out.error = CopyMessage(failure);
     PQclear(failure);
-    Raise(message, statement, DatabaseOf(*c), true);
+  } else if (answer == nullptr) {
+    RaiseLost(c, statement, partition, ERRCODE_PROTOCOL_VIOLATION, "no answer");
   }
-  if (answer == nullptr) RaiseLost(c, statement, partition, ERRCODE_PROTOCOL_VIOLATION, "no answer");
-  return answer;
+  return out;
+}
+
+// The answer's rows; raises the partition's error it carries.
+PGresult* RowsOf(const Answer& answer, const RemoteStatement& statement) {
+  if (answer.failed) Raise(answer.error, statement, answer.database, true);
+  return answer.rows;
 }
 
 // The prepared statement's name for the router's function.
@@ -347,7 +382,7 @@ void Prepare(Connection* c, const RouterCluster& cluster, const RemoteStatement&
   c->busy = true;
   if (!PQsendPrepare(c->conn, name, statement.sql, 0, nullptr))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
-  PQclear(ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster)));
+  PQclear(RowsOf(ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster)), statement));
   RememberPrepared(c, statement.function);
 }
 
@@ -360,16 +395,8 @@ void Send(Connection* c, const RemoteStatement& statement, int partition) {
 }
 
 // The rows of a result, copied into palloc'd memory; the result is freed.
-RemoteRows CopyRows(PGresult* result, const RemoteStatement& statement, const Connection& c) {
+RemoteRows CopyRows(PGresult* result) {
   RemoteRows rows{PQntuples(result), PQnfields(result), nullptr};
-  if (PQresultStatus(result) != PGRES_TUPLES_OK || rows.columns != statement.columns) {
-    int columns = rows.columns;
-    PQclear(result);
-    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                    errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
-                           statement.function_args, DatabaseOf(c), columns, statement.columns),
-                    errhint("Update the partitions' ratelimit to the router's version.")));
-  }
   rows.values = static_cast<char**>(palloc(sizeof(char*) * Max(1, rows.rows * rows.columns)));
   for (int r = 0; r < rows.rows; ++r)
     for (int col = 0; col < rows.columns; ++col)
@@ -398,14 +425,32 @@ void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count
   for (int i = 0; i < count; ++i)
     for (int j = 0; j < i; ++j) shared = shared || used[i] == used[j];
   TimestampTz deadline = DeadlineOf(cluster);
+  auto* answers = static_cast<Answer*>(palloc(sizeof(Answer) * count));
   for (int i = 0; i < count; ++i) {
     Send(used[i], statement, targets[i]);
-    if (shared)
-      out[i] = CopyRows(ReadAnswer(used[i], cluster, statement, targets[i], deadline), statement, *used[i]);
+    if (shared) answers[i] = ReadAnswer(used[i], cluster, statement, targets[i], deadline);
   }
   if (!shared)
     for (int i = 0; i < count; ++i)
-      out[i] = CopyRows(ReadAnswer(used[i], cluster, statement, targets[i], deadline), statement, *used[i]);
+      answers[i] = ReadAnswer(used[i], cluster, statement, targets[i], deadline);
+  // Every answer read (every connection idle again) before an error is
+  // raised: the first partition's, in partition order.
+  for (int i = 0; i < count; ++i)
+    if (answers[i].failed) {
+      for (int j = 0; j < count; ++j) PQclear(answers[j].rows);
+      Raise(answers[i].error, statement, answers[i].database, true);
+    }
+  for (int i = 0; i < count; ++i) {
+    PGresult* rows = answers[i].rows;
+    if (PQresultStatus(rows) == PGRES_TUPLES_OK && PQnfields(rows) == statement.columns) continue;
+    int columns = PQnfields(rows);
+    for (int j = 0; j < count; ++j) PQclear(answers[j].rows);
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
+                           statement.function_args, answers[i].database, columns, statement.columns),
+                    errhint("Update the partitions' ratelimit to the router's version.")));
+  }
+  for (int i = 0; i < count; ++i) out[i] = CopyRows(answers[i].rows);
   running = nullptr;
 }
 

@@ -15,6 +15,7 @@ extern "C" {
 #include "lib/dshash.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pg_list.h"
+#include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -245,6 +246,16 @@ inline void* AllocGucExtra(size_t size) {
   return guc_malloc(LOG, size);
 #else
   return malloc(size);
+#endif
+}
+
+// A wait event set that lives until FreeWaitEventSet (17 ties a set to a
+// resource owner instead of a memory context: none, for the session).
+inline WaitEventSet* NewSessionWaitEventSet(int events) {
+#if PG_VERSION_NUM >= 170000
+  return CreateWaitEventSet(nullptr, events);
+#else
+  return CreateWaitEventSet(TopMemoryContext, events);
 #endif
 }
 
