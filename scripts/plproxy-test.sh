@@ -599,7 +599,7 @@ SQL
     ) || { echo "$out"; out=failed; }
     wait "$holder"
     local expected='57014 canceling statement due to statement timeout'
-    [ $what = query_timeout ] && expected="57014 public.ratelimit_proxy_limit(8): [rl_p$part] query timeout"
+    [ $what = query_timeout ] && expected="57014 public.ratelimit_limit(6): [rl_p$part] query timeout"
     check "router connections: a call stopped by $what while its partition waits cancels the partition's statement; the next call works" \
       "$(printf 'call: %s\nwaiting: 0\nnext call: no error' "$expected")" "$(echo "$out" | grep -v '^t$\|^$')"
   done

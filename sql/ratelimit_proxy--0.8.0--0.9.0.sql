@@ -103,3 +103,37 @@ RETURNS TABLE(at timestamp with time zone, count double precision, ok boolean, r
 AS '$libdir/ratelimit', 'ratelimit_proxy_route'
 LANGUAGE C VOLATILE;
 
+-- ratelimit_limit and ratelimit_check, the hot path, are ratelimit_proxy_route
+-- themselves: it computes ratelimit_hash(name, key) (the same md5), sends the
+-- call and the session's ratelimit.error_format to the partition's
+-- ratelimit_proxy_limit / _check, and returns the row or raises the error in
+-- it. 0.8.0's SQL function around them could be inlined into a select list
+-- only: in FROM (SELECT * FROM ratelimit_limit(...), the usual call)
+-- PostgreSQL parsed and planned its body at every call.
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_limit(
+    name text,
+    key text DEFAULT NULL,
+    config jsonb DEFAULT NULL,
+    count double precision DEFAULT 1,
+    reserve boolean DEFAULT false,
+    throws boolean DEFAULT false)
+RETURNS @extschema@.ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_route'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_limit(text, text, jsonb, double precision, boolean, boolean) IS
+'Routed ratelimit_limit: consumes count tokens of limit (name, key) on the partition that holds it (ratelimit_partition(name, key)), in a transaction of its own there (committed before the answer returns, whatever the caller''s transaction does). throws => true raises SQLSTATE PT429, or PGRST with ratelimit.error_format = postgrest in the router session, as one node does; the partition''s errors are raised as the partition raised them, and cost no reconnect.';
+
+CREATE OR REPLACE FUNCTION @extschema@.ratelimit_check(
+    name text,
+    key text DEFAULT NULL,
+    config jsonb DEFAULT NULL,
+    count double precision DEFAULT 1,
+    reserve boolean DEFAULT false,
+    throws boolean DEFAULT false)
+RETURNS @extschema@.ratelimit_result
+AS '$libdir/ratelimit', 'ratelimit_proxy_route'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.ratelimit_check(text, text, jsonb, double precision, boolean, boolean) IS
+'Routed ratelimit_check: what ratelimit_limit would answer, from the committed state of the partition that holds (name, key); writes nothing. throws => true raises as ratelimit_limit does.';

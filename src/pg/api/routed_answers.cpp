@@ -19,14 +19,9 @@ extern "C" {
 }
 
 namespace ratelimit_pg {
-namespace {
-
-// error_state, error_message, error_detail, error_hint: the last columns of
-// every routed call's row.
-constexpr int kErrorColumns = 4;
 
 // A SQLSTATE as the partition sent it: five digits or upper-case letters.
-bool ValidSqlState(const char* state) {
+static bool ValidSqlState(const char* state) {
   if (strlen(state) != 5) return false;
   for (int i = 0; i < 5; ++i) {
     char c = state[i];
@@ -37,8 +32,7 @@ bool ValidSqlState(const char* state) {
 
 // Raises the partition's error: state, message, and detail and hint when
 // not NULL (an absent field stays absent, as on the partition).
-[[noreturn]] void RaiseReturned(const char* state, const char* message, const char* detail,
-                                const char* hint) {
+void RaiseRoutedAnswer(const char* state, const char* message, const char* detail, const char* hint) {
   if (!ValidSqlState(state))
     ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
                     errmsg("ratelimit: a partition returned an error with an invalid SQLSTATE \"%s\"", state),
@@ -49,6 +43,12 @@ bool ValidSqlState(const char* state) {
   pg_unreachable();
 }
 
+namespace {
+
+// error_state, error_message, error_detail, error_hint: the last columns of
+// every routed call's row.
+constexpr int kErrorColumns = 4;
+
 // A text Datum as a C string, or nullptr for NULL.
 const char* TextOrNull(Datum value, bool null) { return null ? nullptr : TextDatumGetCString(value); }
 
@@ -57,8 +57,8 @@ const char* TextOrNull(Datum value, bool null) { return null ? nullptr : TextDat
 void RaiseIfError(const Datum* values, const bool* nulls) {
   if (nulls[0]) return;
   const char* message = TextOrNull(values[1], nulls[1]);
-  RaiseReturned(TextDatumGetCString(values[0]), message != nullptr ? message : "",
-                TextOrNull(values[2], nulls[2]), TextOrNull(values[3], nulls[3]));
+  RaiseRoutedAnswer(TextDatumGetCString(values[0]), message != nullptr ? message : "",
+                    TextOrNull(values[2], nulls[2]), TextOrNull(values[3], nulls[3]));
 }
 
 // The answer's columns must be the result's, then the error columns.

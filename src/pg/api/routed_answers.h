@@ -10,6 +10,12 @@ extern "C" {
 
 namespace ratelimit_pg {
 
+// Raises the error a partition returned as data: state (five digits or
+// upper-case letters, else an internal error), message, and detail and
+// hint when not NULL.
+[[noreturn]] void RaiseRoutedAnswer(const char* state, const char* message, const char* detail,
+                                    const char* hint);
+
 // ratelimit_proxy_raise(state, message, detail, hint): raises that error
 // (detail and hint left out when NULL); returns when state is NULL.
 Datum RaiseRoutedError(FunctionCallInfo fcinfo);

@@ -1,17 +1,23 @@
-// ratelimit_proxy_route: the C function behind every ratelimit_proxy_*
-// function of the router (ratelimit_proxy 0.9.0) that reaches partitions,
-// in place of PL/Proxy's call handler. Each runs one statement of the
-// partition's ratelimit (kRouted below: its name there, and how it is
-// routed: the partition of its first argument, a hash, as PL/Proxy's RUN
-// ON hash; every partition, RUN ON ALL; any one, RUN ON ANY) over the
-// router's own connections (route/connections.h), prepared once per
-// connection. Its arguments go as text, its rows come back as text, read
-// by the types' input functions into the function's declared result.
+// ratelimit_proxy_route: the C function behind every function of the
+// router (ratelimit_proxy 0.9.0) that reaches partitions, in place of
+// PL/Proxy's call handler: the ratelimit_proxy_* functions, and
+// ratelimit_limit and ratelimit_check themselves (the hot path: no SQL
+// wrapper, which PostgreSQL cannot inline in FROM and would parse and plan
+// at every call). Each runs one statement of the partition's ratelimit
+// (kRouted below: the statement, and how it is routed: the partition of its
+// first argument, a hash, as PL/Proxy's RUN ON hash; of (name, key), as
+// ratelimit_hash gives it; every partition, RUN ON ALL; any one, RUN ON
+// ANY) over the router's own connections (route/connections.h), prepared
+// once per connection. Its arguments go as text, its rows come back as
+// text, read by the types' input functions into the function's declared
+// result; a partition's error returned as data is raised here.
 #include <cstring>
 
 #include "support/entry.h"
 
 #include "api/routing.h"
+
+#include "api/routed_answers.h"
 
 #include "route/cluster.h"
 #include "route/connections.h"
@@ -19,10 +25,15 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
+#include "common/hashfn.h"
+#include "common/md5.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
@@ -31,7 +42,7 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-enum class Route { kByHash, kAll, kAny };
+enum class Route { kByHash, kByNameKey, kAll, kAny };
 
 struct RoutedFunction {
   const char* name;  // the router's function (in the extension's schema)
@@ -40,7 +51,13 @@ struct RoutedFunction {
   // function of the same name, with the router's arguments (without the
   // hash). @extschema@ is the router's schema, the partition's too.
   const char* sql;
+  // kByNameKey: the statement takes the arguments and the session's
+  // ratelimit.error_format, and answers the result's columns and the
+  // error's (error_state, error_message, error_detail, error_hint).
+  bool answers_error = false;
 };
+
+constexpr int kErrorColumns = 4;
 
 constexpr const char* kServer =
     "EXTRACT(epoch FROM pg_catalog.pg_postmaster_start_time())::text || ' ' || "
@@ -49,6 +66,16 @@ constexpr const char* kServer =
 
 // Every routed function, and what reaches the partitions.
 const RoutedFunction kRouted[] = {
+    {"ratelimit_limit", Route::kByNameKey,
+     "SELECT * FROM @extschema@.ratelimit_proxy_limit($1::pg_catalog.text, $2::pg_catalog.text, "
+     "$3::pg_catalog.jsonb, "
+     "$4::double precision, $5::boolean, $6::boolean, $7::pg_catalog.text)",
+     true},
+    {"ratelimit_check", Route::kByNameKey,
+     "SELECT * FROM @extschema@.ratelimit_proxy_check($1::pg_catalog.text, $2::pg_catalog.text, "
+     "$3::pg_catalog.jsonb, "
+     "$4::double precision, $5::boolean, $6::boolean, $7::pg_catalog.text)",
+     true},
     {"ratelimit_proxy_limit", Route::kByHash, nullptr},
     {"ratelimit_proxy_check", Route::kByHash, nullptr},
     {"ratelimit_proxy_limit_all", Route::kByHash, nullptr},
@@ -68,11 +95,14 @@ const RoutedFunction kRouted[] = {
     {"ratelimit_proxy_simulate", Route::kAny, nullptr},
 };
 
-// What a call of one routed function needs, made at its first call in a
-// query (kept in its FmgrInfo).
+// What a call of one routed function needs, made at its first call in
+// the backend and kept until a function or type changes (a query's
+// FmgrInfo lives only as long as one execution of it).
 struct RoutedPlan {
   Oid function;
   Route route;
+  bool answers_error;
+  uint32 sql_hash;
   char* function_name;  // schema.name
   int args;
   int first_param;  // 1 when the first argument is the hash
@@ -105,8 +135,24 @@ char* WithSchema(const char* sql, const char* schema) {
   return out.data;
 }
 
+MemoryContext plan_context = nullptr;
+RoutedPlan** plans = nullptr;
+int plan_count = 0;
+constexpr int kMostPlans = 64;
+
+void ForgetPlans(Datum, int, uint32) {
+  if (plan_context != nullptr) MemoryContextReset(plan_context);
+  plans = nullptr;
+  plan_count = 0;
+}
+
 RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
-  MemoryContext caller = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+  if (plan_context == nullptr) {
+    plan_context = AllocSetContextCreate(TopMemoryContext, "ratelimit routed plans", ALLOCSET_SMALL_SIZES);
+    CacheRegisterSyscacheCallback(PROCOID, ForgetPlans, 0);
+    CacheRegisterSyscacheCallback(TYPEOID, ForgetPlans, 0);
+  }
+  MemoryContext caller = MemoryContextSwitchTo(plan_context);
   auto* plan = static_cast<RoutedPlan*>(palloc0(sizeof(RoutedPlan)));
   plan->function = fcinfo->flinfo->fn_oid;
   HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(plan->function));
@@ -122,6 +168,7 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
 
   const RoutedFunction& routed = RoutedFunctionNamed(name);
   plan->route = routed.route;
+  plan->answers_error = routed.answers_error;
   plan->function_name = psprintf("%s.%s", schema, name);
   plan->first_param = routed.route == Route::kByHash ? 1 : 0;
   if (plan->route == Route::kByHash && (plan->args < 1 || types[0] != INT4OID))
@@ -139,13 +186,15 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
     appendStringInfoChar(&sql, ')');
   }
   plan->sql = WithSchema(sql.data, schema);
+  plan->sql_hash =
+      hash_bytes(reinterpret_cast<const unsigned char*>(plan->sql), static_cast<int>(strlen(plan->sql)));
 
   plan->outputs = static_cast<FmgrInfo*>(palloc0(sizeof(FmgrInfo) * Max(1, plan->args)));
   for (int i = plan->first_param; i < plan->args; ++i) {
     Oid output;
     bool varlena;
     getTypeOutputInfo(types[i], &output, &varlena);
-    fmgr_info_cxt(output, &plan->outputs[i], fcinfo->flinfo->fn_mcxt);
+    fmgr_info_cxt(output, &plan->outputs[i], plan_context);
   }
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
@@ -157,17 +206,46 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
 }
 
 RoutedPlan* PlanOf(FunctionCallInfo fcinfo) {
-  auto* plan = static_cast<RoutedPlan*>(fcinfo->flinfo->fn_extra);
-  if (plan == nullptr || plan->function != fcinfo->flinfo->fn_oid) {
-    plan = MakePlan(fcinfo);
-    fcinfo->flinfo->fn_extra = plan;
-  }
+  Oid function = fcinfo->flinfo->fn_oid;
+  for (int i = 0; i < plan_count; ++i)
+    if (plans[i]->function == function) return plans[i];
+  RoutedPlan* plan = MakePlan(fcinfo);
+  if (plans == nullptr)
+    plans = static_cast<RoutedPlan**>(MemoryContextAlloc(plan_context, sizeof(RoutedPlan*) * kMostPlans));
+  if (plan_count < kMostPlans) plans[plan_count++] = plan;
   return plan;
+}
+
+// ratelimit_hash(name, key) (ratelimit_proxy--0.4.0.sql): the first 8 hex
+// digits of md5(octet_length(name) || ':' || name || coalesce('=' || key,
+// '')) as a signed 32-bit integer, a NULL name as ''.
+int32 NameKeyHash(FunctionCallInfo fcinfo) {
+  StringInfoData bytes;
+  initStringInfo(&bytes);
+  const text* name = PG_ARGISNULL(0) ? nullptr : PG_GETARG_TEXT_PP(0);
+  int name_len = name != nullptr ? static_cast<int>(VARSIZE_ANY_EXHDR(name)) : 0;
+  appendStringInfo(&bytes, "%d:", name_len);
+  if (name != nullptr) appendBinaryStringInfo(&bytes, VARDATA_ANY(name), name_len);
+  if (!PG_ARGISNULL(1)) {
+    const text* key = PG_GETARG_TEXT_PP(1);
+    appendStringInfoChar(&bytes, '=');
+    appendBinaryStringInfo(&bytes, VARDATA_ANY(key), static_cast<int>(VARSIZE_ANY_EXHDR(key)));
+  }
+  char hex[33];
+  const char* why = nullptr;
+  if (!pg_md5_hash(bytes.data, bytes.len, hex, &why))
+    ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR), errmsg("could not compute an MD5 hash: %s", why)));
+  hex[8] = '\0';
+  return static_cast<int32>(static_cast<uint32>(strtoul(hex, nullptr, 16)));
 }
 
 // The partitions this call runs on: how many; *targets their numbers.
 int TargetsOf(const RoutedPlan& plan, FunctionCallInfo fcinfo, const RouterCluster& cluster, int** targets) {
   switch (plan.route) {
+    case Route::kByNameKey:
+      *targets = static_cast<int*>(palloc(sizeof(int)));
+      (*targets)[0] = PartitionOfHash(cluster, NameKeyHash(fcinfo));
+      return 1;
     case Route::kByHash: {
       if (PG_ARGISNULL(0))
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -198,13 +276,20 @@ Datum RouteCall(FunctionCallInfo fcinfo) {
   int count = TargetsOf(*plan, fcinfo, cluster, &targets);
 
   int params = plan->args - plan->first_param;
-  auto** values = static_cast<const char**>(palloc(sizeof(char*) * Max(1, params)));
+  int sent = params + (plan->route == Route::kByNameKey ? 1 : 0);
+  auto** values = static_cast<const char**>(palloc(sizeof(char*) * Max(1, sent)));
   for (int i = 0; i < params; ++i) {
     int arg = plan->first_param + i;
     values[i] = PG_ARGISNULL(arg) ? nullptr : OutputFunctionCall(&plan->outputs[arg], PG_GETARG_DATUM(arg));
   }
-  RemoteStatement statement{plan->function, plan->function_name, plan->args, plan->sql, params,
-                            values,         plan->desc->natts};
+  if (plan->route == Route::kByNameKey) {
+    // The session's error format ('' when unset: NULL, the partition's own).
+    const char* format = GetConfigOption("ratelimit.error_format", true, false);
+    values[params] = format != nullptr && format[0] != '\0' ? format : nullptr;
+  }
+  int columns = plan->desc->natts + (plan->answers_error ? kErrorColumns : 0);
+  RemoteStatement statement{plan->function, plan->sql_hash, plan->function_name, plan->args, plan->sql, sent,
+                            values,         columns};
   auto* answers = static_cast<RemoteRows*>(palloc(sizeof(RemoteRows) * count));
   RunOnPartitions(cluster, targets, count, statement, answers);
 
@@ -214,6 +299,11 @@ Datum RouteCall(FunctionCallInfo fcinfo) {
     if (rows.rows > 1)
       ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
                       errmsg("%s: the partition answered %d rows, not one", plan->function_name, rows.rows)));
+    if (plan->answers_error) {
+      char** error = rows.values + plan->desc->natts;
+      if (error[0] != nullptr)
+        RaiseRoutedAnswer(error[0], error[1] != nullptr ? error[1] : "", error[2], error[3]);
+    }
     return HeapTupleGetDatum(BuildTupleFromCStrings(plan->meta, rows.values));
   }
   InitMaterializedSRF(fcinfo, 0);

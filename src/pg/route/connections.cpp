@@ -35,7 +35,7 @@ struct Connection {
   // A statement was sent and its answer not read to the end (an error or a
   // cancel came in between): the connection cannot be used again.
   bool busy;
-  Oid* prepared;  // the functions whose statement this connection has prepared
+  uint64* prepared;  // the statements this connection has prepared (PreparedKey)
   int prepared_count;
   int prepared_size;
 };
@@ -351,44 +351,48 @@ PGresult* RowsOf(const Answer& answer, const RemoteStatement& statement) {
   return answer.rows;
 }
 
-// The prepared statement's name for the router's function.
-void StatementName(Oid function, char* out, size_t size) {
-  snprintf(out, size, "ratelimit_proxy_%u", function);
+// The prepared statement's name: the router's function and its statement.
+void StatementName(const RemoteStatement& statement, char* out, size_t size) {
+  snprintf(out, size, "ratelimit_proxy_%u_%08x", statement.function, statement.sql_hash);
 }
 
-bool Prepared(const Connection& c, Oid function) {
+uint64 PreparedKey(const RemoteStatement& statement) {
+  return (static_cast<uint64>(statement.function) << 32) | statement.sql_hash;
+}
+
+bool Prepared(const Connection& c, uint64 key) {
   for (int i = 0; i < c.prepared_count; ++i)
-    if (c.prepared[i] == function) return true;
+    if (c.prepared[i] == key) return true;
   return false;
 }
 
-void RememberPrepared(Connection* c, Oid function) {
+void RememberPrepared(Connection* c, uint64 key) {
   if (c->prepared_count == c->prepared_size) {
     int size = c->prepared_size == 0 ? 8 : c->prepared_size * 2;
-    auto* grown = static_cast<Oid*>(MemoryContextAlloc(context, sizeof(Oid) * size));
-    if (c->prepared_count > 0) memcpy(grown, c->prepared, sizeof(Oid) * c->prepared_count);
+    auto* grown = static_cast<uint64*>(MemoryContextAlloc(context, sizeof(uint64) * size));
+    if (c->prepared_count > 0) memcpy(grown, c->prepared, sizeof(uint64) * c->prepared_count);
     if (c->prepared != nullptr) pfree(c->prepared);
     c->prepared = grown;
     c->prepared_size = size;
   }
-  c->prepared[c->prepared_count++] = function;
+  c->prepared[c->prepared_count++] = key;
 }
 
 // Prepares the statement on c if it has not (one round trip, once).
 void Prepare(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
-  if (Prepared(*c, statement.function)) return;
+  if (Prepared(*c, PreparedKey(statement))) return;
   char name[64];
-  StatementName(statement.function, name, sizeof(name));
+  StatementName(statement, name, sizeof(name));
   c->busy = true;
   if (!PQsendPrepare(c->conn, name, statement.sql, 0, nullptr))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
   PQclear(RowsOf(ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster)), statement));
-  RememberPrepared(c, statement.function);
+  RememberPrepared(c, PreparedKey(statement));
 }
 
 void Send(Connection* c, const RemoteStatement& statement, int partition) {
   char name[64];
-  StatementName(statement.function, name, sizeof(name));
+  StatementName(statement, name, sizeof(name));
   c->busy = true;
   if (!PQsendQueryPrepared(c->conn, name, statement.params, statement.values, nullptr, nullptr, 0))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");

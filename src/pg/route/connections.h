@@ -21,7 +21,8 @@ namespace ratelimit_pg {
 
 // One statement of a routed function, for the partitions it runs on.
 struct RemoteStatement {
-  Oid function;               // the router's function: names its prepared statement
+  Oid function;               // the router's function: names its prepared statement,
+  uint32 sql_hash;            // with a hash of sql
   const char* function_name;  // "schema.name", in messages
   int function_args;          // its number of arguments, in messages
   const char* sql;            // prepared once per connection
