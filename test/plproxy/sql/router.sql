@@ -100,6 +100,14 @@ SELECT count(*) AS rows, count(DISTINCT key) AS keys, count(DISTINCT db) AS part
        count(*) FILTER (WHERE db <> 'rl_p' || ratelimit_partition(name, key)) AS misplaced
 FROM partition_rows() WHERE name = 'spread';
 SELECT db, count(*) FROM partition_rows() WHERE name = 'spread' GROUP BY db ORDER BY db;
+-- The router computes ratelimit_hash itself (in C since 0.9.0): the same
+-- partitions for multibyte names and keys, '' keys and NULL keys.
+SELECT count(*) FILTER (WHERE r.ok) AS granted
+FROM generate_series(1, 60) AS g,
+     ratelimit_limit('né' || g, CASE g % 3 WHEN 0 THEN NULL WHEN 1 THEN '' ELSE 'ü' || g END, :'cfg') AS r;
+SELECT count(*) AS rows, count(DISTINCT db) AS partitions,
+       count(*) FILTER (WHERE db <> 'rl_p' || ratelimit_partition(name, key)) AS misplaced
+FROM partition_rows() WHERE name LIKE 'né%';
 -- The global limit (NULL key) and the key '' are different limits, each on its partition.
 SELECT * FROM ratelimit_limit('global', NULL, :'cfg', 2);
 SELECT * FROM ratelimit_limit('global', '', :'cfg');
