@@ -231,6 +231,21 @@ SQL
   echo "$micros $((after - before))"
 }
 
+# Microseconds per call of $2 calls of statement $3 (i: the call's number)
+# in one session of database $1, in a PL/pgSQL loop that commits after each
+# call, after 200 calls to warm up: a routed call's cost without pgbench's
+# wake-ups, in one session at synchronous_commit = off.
+loop_micros() {
+  local db=$1 calls=$2 statement=$3
+  psql_in -At -d "$db" <<SQL | tail -1
+SET synchronous_commit = off;
+DO \$\$ BEGIN FOR i IN 1..200 LOOP $statement; END LOOP; END \$\$;
+SELECT set_config('bench.t0', clock_timestamp()::text, false) IS NOT NULL;
+DO \$\$ BEGIN FOR i IN 1..$calls LOOP $statement; COMMIT; END LOOP; END \$\$;
+SELECT round(extract(epoch FROM clock_timestamp() - current_setting('bench.t0')::timestamptz) * 1e6 / $calls);
+SQL
+}
+
 # Microseconds per refused call of $3 calls in one session of database $1,
 # with throws => $2 (errors caught in the loop), and the sessions the
 # partition database `direct` gained meanwhile (the router session's own
@@ -345,6 +360,24 @@ for sync in on off; do
   done
 done
 psql_in -d postgres -c "ALTER SYSTEM RESET synchronous_commit" -c "SELECT pg_reload_conf()" >/dev/null
+# The same grants in an in-session loop, each target's rounds interleaved.
+GRANT_LOOP="PERFORM ratelimit_limit('n', 'k' || (i % $KEYS + 1), '$CONFIG')"
+NOOP_LOOP="PERFORM bench_noop(ratelimit_hash('n', 'k' || (i % $KEYS + 1)))"
+declare -A loop_runs loop
+LOOP_CALLS=3000
+psql_in -d postgres -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq "$ROUNDS"); do
+  loop_runs[direct]+="$(loop_micros direct $LOOP_CALLS "$GRANT_LOOP") "
+  loop_runs[routed]+="$(loop_micros r1 $LOOP_CALLS "$GRANT_LOOP") "
+  loop_runs[routed_080]+="$(loop_micros r1_080 $LOOP_CALLS "$GRANT_LOOP") "
+  loop_runs[noop]+="$(loop_micros r1 $LOOP_CALLS "$NOOP_LOOP") "
+done
+for name in direct routed routed_080 noop; do
+  # shellcheck disable=SC2086 # the runs are a list of numbers
+  loop[$name]=$(median ${loop_runs[$name]})
+  echo "loop $name: ${loop[$name]} µs (${loop_runs[$name]% })"
+done
+
 # Each: "<µs per call> <partition sessions opened>", all with the same count.
 read -r refused_direct sessions_direct <<<"$(refusal_micros direct false $REFUSALS)"
 read -r refused_direct_throws sessions_direct_throws <<<"$(refusal_micros direct true $REFUSALS)"
@@ -443,17 +476,24 @@ added() { awk -v a="${tps[breakdown,$1,$2]}" -v b="${tps[breakdown,$1,$3]}" 'BEG
   done
   echo
   echo "The router's added µs split: the routed function (the router backend, its connection and the second round"
-  echo "trip, the partition's prepared statement and the call's subtransaction: routed function − direct); the"
-  echo "wrapper (routed − routed function: the SQL expression inlined into the caller's statement, and"
-  echo "\`ratelimit_proxy_result\`, which raises the partition's error or returns its row). For scale: what parsing"
-  echo "and planning the statement at every call would cost (statement − direct), and PL/Proxy's floor (empty"
-  echo "statement − direct):"
+  echo "trip, the partition's prepared statement and the call's subtransaction: routed function − direct); what"
+  echo "\`ratelimit_limit\` adds to it (routed − routed function: since 0.9.0 both are \`ratelimit_proxy_route\`, the"
+  echo "first computing the hash itself, so this is the noise of the run). For scale: what parsing and planning the"
+  echo "statement at every call would cost (statement − direct), and PL/Proxy's floor (empty statement − direct):"
   echo
   echo "| synchronous_commit | routed function − direct | routed − routed function | total | (statement − direct) | (PL/Proxy floor) |"
   echo "|---|---:|---:|---:|---:|---:|"
   for sync in on off; do
     echo "| $sync | $(added "$sync" proxy direct) | $(added "$sync" routed proxy) | $(added "$sync" routed direct) | $(added "$sync" partition_statement direct) | $(added "$sync" noop direct) |"
   done
+  echo
+  echo "A grant in an in-session loop ($LOOP_CALLS calls in a PL/pgSQL loop that commits after each, median of"
+  echo "$ROUNDS interleaved rounds, \`synchronous_commit = off\`, µs per call; no pgbench, so none of its"
+  echo "process wake-ups): the router's added cost per call, against the direct call in the same run:"
+  echo
+  echo "| direct | routed \`ratelimit_limit\` | the router adds | 0.8.0 router (PL/Proxy) | it added | PL/Proxy, empty statement |"
+  echo "|---:|---:|---:|---:|---:|---:|"
+  echo "| ${loop[direct]} | ${loop[routed]} | $((loop[routed] - loop[direct])) | ${loop[routed_080]} | $((loop[routed_080] - loop[direct])) | ${loop[noop]} |"
   echo
   echo "A refused call ($REFUSALS in one session each, in a PL/pgSQL loop that catches PT429), and the"
   echo "sessions the partition database gained during each loop (the router session's own connection is 1):"
