@@ -6,6 +6,11 @@
 #   FOOTPRINT_KEYS="10000 1000000 10000000" bench/footprint.sh
 #                                                   10,000,000 too (~10 GB of
 #                                                   shared memory with 0.8.0)
+#   FOOTPRINT_IDENTITY=short                        short: name 'ip', keys '1' ..
+#                                                   'N' (Redis: 'ip:1' ..); long: the
+#                                                   goal's bound, a 16-byte name and
+#                                                   39-byte IPv6 keys (56 bytes in all,
+#                                                   Redis's key name:key)
 #   FOOTPRINT_JOBS=1                                parallel sessions filling
 #   BENCH_PORT=5432                                 the cluster's port (its
 #                                                   socket is in a temp dir)
@@ -18,21 +23,24 @@
 #    the whole segment's growth over the same cluster without the preload
 #    (every row, the free space too) is shown beside it. Then the defined
 #    memory limit 'ip' (a token bucket of one token a day) gets one call for
-#    each of N distinct keys ('1' .. 'N'): every one must be granted (a full
+#    each of N distinct keys ('1' .. 'N'; FOOTPRINT_IDENTITY=long: the limit
+#    'ip6_limit_16byte' and keys '2001:0db8:0000:0000:0000:0000:hhhh:hhhh',
+#    the hex of 1 .. N): every one must be granted (a full
 #    table of N live entries), and one more new key must be refused with
 #    53200 (no room), so the per-key figure is that of a real fill. The
 #    allocations are counted again after the fill.
 #  - Redis: a fresh private redis-server (bench/redis.sh: unix socket, no
 #    persistence); used_memory before and after one EVALSHA of
 #    bench/redis_bucket.lua (rate 1, period 86,400,000 ms, capacity 1, count 1:
-#    the same bucket) on each of the keys 'ip:1' .. 'ip:N', sent through
+#    the same bucket) on each of the keys 'ip:1' .. 'ip:N' (long: name:key), sent through
 #    redis-cli --pipe. Each key is then the two-field hash {v, t} with an
 #    expiry that the bucket writes; DBSIZE and the keyspace's expires must be
 #    N, and a second call on a key must be refused.
 # The bytes per key are the totals divided by N; "marginal" is the growth
 # from the previous N, per key added.
 #
-# Prints the table and writes bench/footprint-latest.md. Needs the extension
+# Prints the table and writes bench/footprint-latest.md (long identities:
+# bench/footprint-long-latest.md). Needs the extension
 # installed (make install; RATELIMIT_PG_BINDIR for a relocated PostgreSQL),
 # and redis-server (Debian's, installed with apt-get if missing). Before each
 # N it checks that MemAvailable holds what the server will reserve
@@ -44,8 +52,8 @@ source scripts/lib.sh
 
 FOOTPRINT_KEYS=${FOOTPRINT_KEYS:-"10000 1000000"}
 FOOTPRINT_JOBS=${FOOTPRINT_JOBS:-1}
+FOOTPRINT_IDENTITY=${FOOTPRINT_IDENTITY:-short}
 BENCH_PORT=${BENCH_PORT:-5432}
-OUT_MD=bench/footprint-latest.md
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
 source bench/lib.sh
 source bench/redis.sh
@@ -53,6 +61,19 @@ source bench/redis.sh
 # initial state) for the whole run, and a second call is refused.
 LIMIT_CFG='{"kind": "token bucket", "rate": 1, "period": "1 day", "storage": "memory"}'
 REDIS_ARGS=(1 86400000 1 1)   # rate, period ms, capacity, count: the same bucket
+# The identities: the limit's name, its keys as a SQL expression of g and
+# Redis's keys as an awk expression of g (the same text, after "name:").
+case "$FOOTPRINT_IDENTITY" in
+  short)
+    LIMIT=ip KEY_SQL="g::text" KEY_AWK='sprintf("ip:%d", g)' ;;
+  long)
+    LIMIT=ip6_limit_16byte
+    KEY_SQL="format('2001:0db8:0000:0000:0000:0000:%s:%s', lpad(to_hex(g >> 16), 4, '0'), lpad(to_hex(g & 65535), 4, '0'))"
+    KEY_AWK='sprintf("ip6_limit_16byte:2001:0db8:0000:0000:0000:0000:%04x:%04x", int(g / 65536), g % 65536)' ;;
+  *) echo "FOOTPRINT_IDENTITY: short or long, not $FOOTPRINT_IDENTITY" >&2; exit 2 ;;
+esac
+OUT_MD=bench/footprint-latest.md
+[ "$FOOTPRINT_IDENTITY" = short ] || OUT_MD=bench/footprint-$FOOTPRINT_IDENTITY-latest.md
 
 for n in $FOOTPRINT_KEYS; do
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || { echo "FOOTPRINT_KEYS: not a key count: $n" >&2; exit 2; }
@@ -91,7 +112,13 @@ start_cluster -c "port=$BENCH_PORT" >/dev/null
 export PGPORT=$BENCH_PORT
 echo "== throwaway cluster in $CLUSTER_DIR (port $BENCH_PORT); the library $so_file of $so_mtime (md5 $so_md5…)"
 sql "CREATE EXTENSION ratelimit" >/dev/null
-sql "SELECT ratelimit_define('ip', '$LIMIT_CFG')" >/dev/null
+sql "SELECT ratelimit_define('$LIMIT', '$LIMIT_CFG')" >/dev/null
+# The first key as Redis names it (name:key); the awk of the load below
+# must make the same text.
+first_key=$(sql "SELECT '$LIMIT:' || $KEY_SQL FROM (VALUES (1)) v(g)")
+[ "$first_key" = "$(awk "BEGIN { g = 1; print $KEY_AWK }")" ] ||
+  { echo "FAIL: the SQL and awk keys differ: $first_key, $(awk "BEGIN { g = 1; print $KEY_AWK }")" >&2; exit 1; }
+echo "== identities: '$first_key' and so on (name:key, ${#first_key} bytes at most)"
 ext_version=$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")
 pg_version=$(sql "SHOW server_version")
 read -r plain_ext plain_other < <(shmem_allocation_bytes)
@@ -127,10 +154,10 @@ for n in $FOOTPRINT_KEYS; do
   segment=$(segment_bytes)
   # Fill: one call per key, each a new entry; then one key more.
   t0=$(date +%s.%N)
-  read -r granted refused < <(limit_each_key ip 1 "$n" "$FOOTPRINT_JOBS")
+  read -r granted refused < <(limit_each_key "$LIMIT" 1 "$n" "$FOOTPRINT_JOBS" "$KEY_SQL")
   t1=$(date +%s.%N)
   fill_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  one_more=$("${PSQL[@]}" -At -v VERBOSITY=sqlstate -c "SELECT (ratelimit_limit('ip', 'one more')).ok" 2>&1 | tr -d '\n' || true)
+  one_more=$("${PSQL[@]}" -At -v VERBOSITY=sqlstate -c "SELECT (ratelimit_limit('$LIMIT', 'one more')).ok" 2>&1 | tr -d '\n' || true)
   one_more=${one_more#ERROR:  }
   read -r ext_after _ < <(shmem_allocation_bytes)
   [ "$granted" = "$n" ] && [ "$refused" = 0 ] || fail "$n keys: $granted granted and $refused refused, not $n and 0"
@@ -150,7 +177,7 @@ for n in $FOOTPRINT_KEYS; do
     tail = sprintf("$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(rate), rate, length(period), period,
                    length(cap), cap, length(count), count)
     for (g = 1; g <= n; g++) {
-      k = sprintf("ip:%d", g)
+      k = '"$KEY_AWK"'
       printf "*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n%s", sha, length(k), k, tail
     }
   }' | redis_cli --pipe > "$WORK_DIR/pipe.out" 2>&1 || fail "$n keys: redis-cli --pipe failed: $(tail -2 "$WORK_DIR/pipe.out")"
@@ -160,10 +187,10 @@ for n in $FOOTPRINT_KEYS; do
   after=$(redis_used_memory)
   redis_keys=$(redis_cli dbsize)
   redis_expires=$(redis_cli info keyspace | tr -d '\r' | sed -n 's/^db0:.*expires=\([0-9]*\).*/\1/p')
-  redis_encoding=$(redis_cli object encoding ip:1)
+  redis_encoding=$(redis_cli object encoding "$first_key")
   [ "$redis_keys" = "$n" ] && [ "$redis_expires" = "$n" ] || fail "$n keys: Redis holds $redis_keys keys, $redis_expires with an expiry"
-  [ "$(redis_cli hlen "ip:$n")" = 2 ] || fail "$n keys: ip:$n is not a two-field hash"
-  [ "$(redis_cli evalsha "$REDIS_SHA" 1 "ip:$n" "${REDIS_ARGS[@]}" | head -1)" = 0 ] || fail "$n keys: a second call on ip:$n was granted"
+  [ "$(redis_cli hlen "$first_key")" = 2 ] || fail "$n keys: $first_key is not a two-field hash"
+  [ "$(redis_cli evalsha "$REDIS_SHA" 1 "$first_key" "${REDIS_ARGS[@]}" | head -1)" = 0 ] || fail "$n keys: a second call on $first_key was granted"
   stop_redis
   echo "   Redis: used_memory $before -> $after bytes, $(per_key "$((after - before))" "$n") bytes per key ($redis_keys keys, $redis_expires with an expiry, $redis_encoding) in ${redis_load_s}s"
   echo "$n,$ext,$((other - plain_other)),$((segment - plain_segment)),$ext_after,$granted,$refused,$one_more,$fill_s,$before,$after,$redis_keys,$redis_expires,$redis_encoding,$redis_load_s," >> "$WORK_DIR/rows.csv"
@@ -174,6 +201,7 @@ stop_cluster
 command="bench/footprint.sh"
 [ "$FOOTPRINT_KEYS" = "10000 1000000" ] || command="FOOTPRINT_KEYS=\"$FOOTPRINT_KEYS\" $command"
 [ "$FOOTPRINT_JOBS" = 1 ] || command="FOOTPRINT_JOBS=$FOOTPRINT_JOBS $command"
+[ "$FOOTPRINT_IDENTITY" = short ] || command="FOOTPRINT_IDENTITY=$FOOTPRINT_IDENTITY $command"
 {
   echo "# Shared memory per key: memory limits and Redis (bench/footprint.sh)"
   echo
@@ -183,11 +211,12 @@ command="bench/footprint.sh"
   echo
   echo "PostgreSQL: \`shared_preload_libraries = 'ratelimit'\`, \`ratelimit.memory_max_keys\` = N; the extension's"
   echo "rows of \`pg_shmem_allocations\` (named \`ratelimit%\`), and the whole segment's growth over the same"
-  echo "cluster without the preload (free space included). The defined limit \`ip\` (\`$LIMIT_CFG\`)"
-  echo "then got one call for each of the keys '1' .. 'N': all granted, and a key more refused with 53200,"
-  echo "so the table held N live entries. Redis: \`used_memory\` before and after one \`EVALSHA\` of"
-  echo "\`bench/redis_bucket.lua\` (${REDIS_ARGS[*]}: the same bucket) on each of \`ip:1\` .. \`ip:N\` (each a"
-  echo "two-field hash with an expiry). Bytes per key = total / N; marginal = growth from the previous N, per key."
+  echo "cluster without the preload (free space included). The defined limit \`$LIMIT\` (\`$LIMIT_CFG\`)"
+  echo "then got one call for each of N keys (\`$KEY_SQL\` for g = 1 .. N): all granted, and a key more refused"
+  echo "with 53200, so the table held N live entries. Redis: \`used_memory\` before and after one \`EVALSHA\` of"
+  echo "\`bench/redis_bucket.lua\` (${REDIS_ARGS[*]}: the same bucket) on each of the same identities as"
+  echo "name:key (\`$first_key\`, ...; each a two-field hash with an expiry). Bytes per key = total / N;"
+  echo "marginal = growth from the previous N, per key."
   echo
   echo "| keys (N) | ratelimit: extension's rows | bytes / key | marginal | segment growth / key | fill | Redis: used_memory growth | bytes / key | marginal | load | ratelimit ÷ Redis |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
