@@ -118,7 +118,7 @@ sql "SELECT ratelimit_define('$LIMIT', '$LIMIT_CFG')" >/dev/null
 first_key=$(sql "SELECT '$LIMIT:' || $KEY_SQL FROM (VALUES (1)) v(g)")
 [ "$first_key" = "$(awk "BEGIN { g = 1; print $KEY_AWK }")" ] ||
   { echo "FAIL: the SQL and awk keys differ: $first_key, $(awk "BEGIN { g = 1; print $KEY_AWK }")" >&2; exit 1; }
-echo "== identities: '$first_key' and so on (name:key, ${#first_key} bytes at most)"
+echo "== identities (name:key): '$first_key' (${#first_key} bytes) and so on"
 ext_version=$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")
 pg_version=$(sql "SHOW server_version")
 read -r plain_ext plain_other < <(shmem_allocation_bytes)
