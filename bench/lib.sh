@@ -34,3 +34,33 @@ create_pinned_extension() {
     return 1
   fi
 }
+
+# One call of ratelimit_limit($1, key) for every g from $2 to $3, where key
+# is the SQL expression $5 of g (default g::text), in statements of at most
+# 1,000,000 calls each (the calls in FROM, so each is made once), spread over
+# $4 parallel sessions (default 1) of the database PGDATABASE,
+# synchronous_commit off. Prints "<granted> <refused>" summed over every
+# call; fails if a session failed. bench/footprint.sh and bench/tenmillion.sh
+# fill a memory limit with it, and check it.
+limit_each_key() {
+  local name=$1 from=$2 to=$3 jobs=${4:-1} key=${5:-g::text} chunk=1000000 j lo hi dir rc=0
+  local pids=()
+  dir=$(mktemp -d /tmp/ratelimit-bench-keys.XXXXXX)
+  for ((j = 0; j < jobs; j++)); do
+    {
+      echo "SET synchronous_commit = off;"
+      for ((lo = from + j * chunk; lo <= to; lo += jobs * chunk)); do
+        hi=$((lo + chunk - 1 < to ? lo + chunk - 1 : to))
+        echo "SELECT count(*) FILTER (WHERE r.ok), count(*) FILTER (WHERE NOT r.ok)
+                FROM generate_series($lo, $hi) g, ratelimit_limit('$name', $key) r;"
+      done
+    } | "${PSQL[@]}" -At -F ' ' > "$dir/$j.out" 2> "$dir/$j.err" &
+    pids+=($!)
+  done
+  for j in "${!pids[@]}"; do
+    wait "${pids[$j]}" || { rc=1; echo "limit_each_key: session $j failed: $(head -3 "$dir/$j.err")" >&2; }
+  done
+  [ "$rc" -eq 0 ] && awk '{ok += $1; refused += $2} END {print ok + 0, refused + 0}' "$dir"/*.out
+  rm -rf "$dir"
+  return "$rc"
+}

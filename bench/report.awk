@@ -186,6 +186,11 @@ END {
   ratio_goal("the same, 1 client", "–", "6a", "r6a", "on off", 0, "", "1")
   ratio_goal("memory grant, hot key (6b) vs Redis Lua bucket, hot key (r6b)", "–", "6b", "r6b", "on off", 0, "")
   ratio_goal("table grant (5a) vs SELECT 1 (1)", "–", "5a", "1", "on off", 0, "")
+  ratio_goal("issue 27: table grant (5a) vs the minimal table's PK UPDATE (2b)", "≥ 0.95×", "5a", "2b", "on off", 0.95, "min")
+  ratio_goal("issue 27: table grant (5a) vs the state table's shape (2)", "≥ 0.95×", "5a", "2", "on off", 0.95, "min")
+  ratio_goal("issue 27: memory grant (6a) vs SELECT 1 (1), 8 and 32 clients", "≥ 0.80×", "6a", "1", "on off", 0.80, "min", "8 32")
+  ratio_goal("issue 27: memory grant (6a) vs Redis Lua bucket (r6a), 8 and 32 clients", "≥ 1.20×", "6a", "r6a", "on off", 1.20, "min", "8 32")
+  ratio_goal("issue 27: one hot key (6b) vs 100,000 keys (6a), memory", "≥ 0.90×", "6b", "6a", "on off", 0.90, "min")
   ratio_goal("memory grant (6a) vs table grant (5a)", "–", "6a", "5a", "on off", 0, "")
   # storage: the first line of storage_file (after creating the keys)
   nst = 0
@@ -219,6 +224,7 @@ END {
     for (k = 1; k <= nw; k++) if (wid[k] in cost) {
       d = wdesc[wid[k]]
       if (wid[k] == "2") d = "the same UPDATE, in a SQL function `plain_update(key)`"
+      if (wid[k] == "2b") d = "the minimal table's UPDATE, in a SQL function `minimal_update(key)`"
       if (wid[k] == "4a") d = "`pl_token_bucket(...)`, random keys"
       if (wid[k] == "4c") d = "`lean_token_bucket(...)`: workload 4c's upsert in a SQL function, random keys"
       if (wid[k] == "4e") d = "`lean_pl_token_bucket(...)`, random keys"
@@ -233,6 +239,7 @@ END {
     if (("5c" in cost) && ("5a" in cost)) printf "| named / inline | %.2f |\n", cost["5c"] / cost["5a"]
     if (("5f" in cost) && ("5e" in cost)) printf "| refused / ratelimit_check | %.2f |\n", cost["5f"] / cost["5e"]
     if (("5e" in cost) && ("2" in cost)) printf "| ratelimit_check / plain UPDATE | %.2f |\n", cost["5e"] / cost["2"]
+    if (("5a" in cost) && ("2b" in cost)) printf "| ratelimit_limit (inline) / the minimal table's UPDATE | %.2f |\n", cost["5a"] / cost["2b"]
     if (("6a" in cost) && ("5a" in cost)) printf "| memory grant / table grant (inline) | %.2f |\n", cost["6a"] / cost["5a"]
     if (("4e" in cost) && ("5a" in cost)) printf "| lean PL/pgSQL token bucket / ratelimit_limit (inline) | %.2f |\n", cost["4e"] / cost["5a"]
     if (("5a/base" in cost) && ("2" in cost)) printf "| baseline build: ratelimit_limit (inline) / plain UPDATE | %.2f |\n", cost["5a/base"] / cost["2"]

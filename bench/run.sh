@@ -98,6 +98,7 @@ SERVER_SETTINGS=(-c shared_buffers=256MB)
 WORKLOADS=(
   "1|w01_select1|SELECT 1 (round-trip ceiling)"
   "2|w02_update_random|UPDATE 1 row by primary key, random key"
+  "2b|w02b_update_minimal_random|UPDATE 1 row by primary key, minimal table, random key"
   "3|w03_update_hot|UPDATE 1 row by primary key, one hot row"
   "4a|w04a_plpgsql_random|PL/pgSQL token bucket, random key"
   "4b|w04b_plpgsql_hot|PL/pgSQL token bucket, hot key"
@@ -118,7 +119,7 @@ WORKLOADS=(
   "r6b|redis_hot|Redis Lua token bucket (EVALSHA), hot key"
 )
 # The tables the workloads write (vacuumed before each run, and counted).
-BENCH_TABLES="bench_plain, pl_bucket, lean_bucket, ratelimit_state"
+BENCH_TABLES="bench_plain, bench_minimal, pl_bucket, lean_bucket, ratelimit_state"
 # The configs (also written in bench/setup.sql and bench/workloads/*.sql).
 CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000}'
 REFUSED_CFG='{"kind": "token bucket", "rate": 1, "period": "3650 days"}'
@@ -428,6 +429,7 @@ COST_CALLS=100000
 COST_CASES=(
   "none|('k' || g) IS NOT NULL"
   "2|plain_update('k' || g)"
+  "2b|minimal_update('k' || g)"
   "4a|pl_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
   "4c|lean_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"
   "4e|lean_pl_token_bucket('n', 'k' || g, 1000000, 1000, 1000000)"

@@ -159,6 +159,22 @@ CREATE FUNCTION plain_update(p_key text) RETURNS boolean LANGUAGE sql AS $$
   RETURNING true
 $$;
 
+-- Workload 2b (issue 27): the primary-key UPDATE of the minimal table a
+-- user would write for a bucket, as the issue gives it: no shard column,
+-- no check, no partial index, the database's default collation. The same
+-- 100,000 keys of 'n'. Workload 2 (the state table's shape) and 2b are both
+-- comparators for the table grant.
+CREATE TABLE bench_minimal (name text, key text, v float8, ts timestamptz, PRIMARY KEY (name, key));
+INSERT INTO bench_minimal SELECT name, key, value, ts FROM ratelimit_state WHERE name = 'n';
+
+-- The server-side cost measurement (bench/run.sh): workload 2b's UPDATE as a
+-- function (as plain_update is workload 2's).
+CREATE FUNCTION minimal_update(p_key text) RETURNS boolean LANGUAGE sql AS $$
+  UPDATE bench_minimal SET v = v - 1, ts = now()
+   WHERE name = 'n' AND key = p_key
+  RETURNING true
+$$;
+
 -- Workload 4's table: the same shape and rows again.
 CREATE TABLE pl_bucket (LIKE bench_plain INCLUDING ALL);
 INSERT INTO pl_bucket SELECT * FROM bench_plain;
@@ -173,6 +189,7 @@ BEGIN
   IF (SELECT count(*) FROM ratelimit_state WHERE name = 'n') <> 100000
      OR (SELECT count(*) FROM ratelimit_state WHERE name = 'refused') <> 100000
      OR (SELECT count(*) FROM bench_plain) <> 100000
+     OR (SELECT count(*) FROM bench_minimal) <> 100000
      OR (SELECT count(*) FROM pl_bucket) <> 100000
      OR (SELECT count(*) FROM lean_bucket) <> 100000 THEN
     RAISE EXCEPTION 'bench setup: unexpected row counts';
@@ -191,4 +208,4 @@ SELECT pg_temp.bench_assert(NOT (ratelimit_check('refused', 'k42', :refused_cfg)
        pg_temp.bench_assert(lean_token_bucket('n', 'k42', 1000000, 1000, 1000000), 'lean keys must grant'),
        pg_temp.bench_assert(lean_pl_token_bucket('n', 'k42', 1000000, 1000, 1000000), 'lean PL/pgSQL keys must grant');
 
-VACUUM ANALYZE bench_plain, pl_bucket, lean_bucket, ratelimit_state, ratelimit_definition;
+VACUUM ANALYZE bench_plain, bench_minimal, pl_bucket, lean_bucket, ratelimit_state, ratelimit_definition;

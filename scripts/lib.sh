@@ -217,6 +217,18 @@ stop_cluster() {
   CLUSTER_DIR=""
 }
 
+# The bytes of the running throwaway cluster's pg_shmem_allocations rows that
+# have a name: "<the extension's rows (named 'ratelimit%')> <every other named
+# row>" (the free space, the row without a name, is neither). How
+# scripts/memory-sizing-test.sh and bench/footprint.sh count what the
+# extension reserves.
+shmem_allocation_bytes() {
+  run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 -c "
+    SELECT coalesce(sum(allocated_size) FILTER (WHERE name LIKE 'ratelimit%'), 0) || ' ' ||
+           coalesce(sum(allocated_size) FILTER (WHERE name NOT LIKE 'ratelimit%'), 0)
+    FROM pg_shmem_allocations WHERE name IS NOT NULL"
+}
+
 # Fails if the server log shows a crashed backend. What a crash logs: the
 # postmaster's "server process (PID n) was terminated by signal 11" (or "exited
 # with exit code n" for an abnormal exit, followed by "terminating any other

@@ -23,14 +23,11 @@ fail() { echo "FAIL: $*" >&2; failed=1; }
 trap stop_cluster EXIT
 
 # The bytes of pg_shmem_allocations' rows of a cluster started with options
-# "$@": "<extension's rows> <every other named row>" (the free space, the
-# row without a name, is neither).
+# "$@": "<extension's rows> <every other named row>" (scripts/lib.sh's
+# shmem_allocation_bytes; bench/footprint.sh counts with it too).
 shmem_bytes() {
   start_cluster "$@" >/dev/null
-  run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 -c "
-    SELECT coalesce(sum(allocated_size) FILTER (WHERE name LIKE 'ratelimit%'), 0) || ' ' ||
-           coalesce(sum(allocated_size) FILTER (WHERE name NOT LIKE 'ratelimit%'), 0)
-    FROM pg_shmem_allocations WHERE name IS NOT NULL"
+  shmem_allocation_bytes
   stop_cluster
 }
 
