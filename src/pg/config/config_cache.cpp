@@ -237,7 +237,10 @@ bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
 //    ExecuteStatementLatest: lock, then look), which waits for such DDL and
 //    accepts its invalidations; if that moved a generation, the call
 //    resolves again (the loop below), so it never joins a cached part older
-//    than the DDL to a part read after it.
+//    than the DDL to a part read after it, nor keeps a row read with a
+//    snapshot taken before the wait (the latest snapshot is taken before
+//    the statement's plan locks the table). What such a read cached carries
+//    the generation from before it, so it is never taken for current.
 // 4. Nothing of a memory call lasts to its transaction's end that a later
 //    change of config could invalidate: its pending grant keeps the config
 //    it was taken under for the refund, and a change its own transaction
