@@ -39,8 +39,12 @@
 # one key. With either in the list, the server preloads the pinned library
 # (shared_preload_libraries, ratelimit.memory_max_keys = 200000), so every
 # workload of that run is counted on the preloaded server (ratelimit_stats
-# counts the table grants too); PROFILE_BASELINE_SO cannot be combined with
-# them.
+# counts the table grants too). With PROFILE_BASELINE_SO as well, one server
+# cannot preload both builds: the server runs under callgrind twice, first
+# preloading this build (every workload counted in the first database), then
+# the baseline (its 100,000 keys made again, and the ratelimit workloads,
+# w05*, p05* and w06*, counted in the baseline's database), one right after
+# the other in one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -62,8 +66,6 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 
 MEMORY=0
 [[ " $PROFILE_WORKLOADS " != *" w06"* ]] || MEMORY=1
-[ "$MEMORY" -eq 0 ] || [ -z "$PROFILE_BASELINE_SO" ] ||
-  { echo "PROFILE_BASELINE_SO cannot be combined with the memory workloads w06* (the library is preloaded)" >&2; exit 2; }
 MEMORY_CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "storage": "memory"}'
 
 SERVER_SETTINGS=(-c shared_buffers=256MB -c synchronous_commit=off -c autovacuum=off)
@@ -104,37 +106,50 @@ if [ -n "$PROFILE_BASELINE_SO" ]; then
   libraries="$libraries; baseline build: $PROFILE_BASELINE_SO (md5 $(md5sum "$BASE_PINNED_SO" | cut -c1-12)…)"
 fi
 "${PSQL[@]}" -c 'CHECKPOINT'
-# Memory workloads: the server under callgrind preloads the pinned copy
+# Memory workloads: the server under callgrind preloads a pinned copy
 # (bench/run.sh explains why the extension is created before, and
-# dynamic_library_path).
+# dynamic_library_path): this build's, then (with a baseline) the baseline's.
+BASE_OPTS=$(cat "$CLUSTER_DIR/server.opts")
+preload_options() {
+  printf '%s %s\n' "$BASE_OPTS" "-c shared_preload_libraries=$1 \
+-c dynamic_library_path=$(dirname "$1"):$("$PG_BINDIR/pg_config" --pkglibdir) -c ratelimit.memory_max_keys=200000"
+}
 if [ "$MEMORY" -eq 1 ]; then
-  printf '%s %s\n' "$(cat "$CLUSTER_DIR/server.opts")" "-c shared_preload_libraries=$PINNED_SO \
--c dynamic_library_path=$CLUSTER_DIR:$("$PG_BINDIR/pg_config" --pkglibdir) -c ratelimit.memory_max_keys=200000" \
-    > "$CLUSTER_DIR/server.opts.new"
-  mv "$CLUSTER_DIR/server.opts.new" "$CLUSTER_DIR/server.opts"
-  libraries="$libraries, preloaded (shared_preload_libraries, ratelimit.memory_max_keys = 200000)"
+  libraries="$libraries, each preloaded in its own count (shared_preload_libraries, ratelimit.memory_max_keys = 200000)"
 fi
-
-# The same server again, under callgrind (every forked backend writes its own file).
 as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -w stop >/dev/null
 mkdir -p "$OUT_DIR"
 chown "$(cluster_os_user)" "$OUT_DIR"
-as_cluster_user valgrind --tool=callgrind --callgrind-out-file="$OUT_DIR/cg.%p" \
-  "$PG_BINDIR/postgres" -D "$CLUSTER_DIR/data" $(cat "$CLUSTER_DIR/server.opts" | tr -d "'") \
-  >"$CLUSTER_DIR/valgrind.log" 2>&1 &
-VALGRIND_PID=$!
-for _ in $(seq 240); do "$PG_BINDIR/pg_isready" -q && break; sleep 0.5; done
-"$PG_BINDIR/pg_isready" -q || { echo "the server did not start under valgrind" >&2; exit 1; }
-if [ "$MEMORY" -eq 1 ]; then
-  echo "== the memory limit's 100,000 keys (w06a), under callgrind"
+
+# The server again, under callgrind (every forked backend writes its own
+# file), preloading $1 for the memory workloads; the memory limit's 100,000
+# keys made in database $2.
+start_profiled_server() {
+  local preload=$1 db=$2 files_before
+  if [ "$MEMORY" -eq 1 ]; then preload_options "$preload" > "$CLUSTER_DIR/server.opts"; fi
+  as_cluster_user valgrind --tool=callgrind --callgrind-out-file="$OUT_DIR/cg.%p" \
+    "$PG_BINDIR/postgres" -D "$CLUSTER_DIR/data" $(cat "$CLUSTER_DIR/server.opts" | tr -d "'") \
+    >>"$CLUSTER_DIR/valgrind.log" 2>&1 &
+  VALGRIND_PID=$!
+  for _ in $(seq 240); do "$PG_BINDIR/pg_isready" -q && break; sleep 0.5; done
+  "$PG_BINDIR/pg_isready" -q || { echo "the server did not start under valgrind" >&2; exit 1; }
+  [ "$MEMORY" -eq 1 ] || return 0
+  echo "== the memory limit's 100,000 keys (w06a) in $db, under callgrind"
   files_before=$(ls "$OUT_DIR" | wc -l)
-  "${PSQL[@]}" -d "$DB" -At -c "SELECT count(*) FILTER (WHERE (ratelimit_limit('m', 'k' || g, '$MEMORY_CFG')).ok)
+  "${PSQL[@]}" -d "$db" -At -c "SELECT count(*) FILTER (WHERE (ratelimit_limit('m', 'k' || g, '$MEMORY_CFG')).ok)
                                   FROM generate_series(1, 100000) g" | grep -qx 100000 ||
     { echo "FAIL: the memory limit's 100,000 keys were not all granted" >&2; exit 1; }
   # That backend's file, written as it exits, must not be taken for a run's.
   for _ in $(seq 120); do [ "$(ls "$OUT_DIR" | wc -l)" -gt "$files_before" ] && break; sleep 0.5; done
   sleep 2
-fi
+}
+
+stop_profiled_server() {
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null
+  wait "$VALGRIND_PID" 2>/dev/null || true
+  VALGRIND_PID=""
+  sleep 2  # the last backends' files
+}
 
 # Total instructions of the backend that served one pgbench run in database
 # $3. pgbench opens a second, short connection first; the busiest new file is
@@ -157,6 +172,30 @@ per_transaction() {
   echo $(( (large - small) / (LARGE - SMALL) ))
 }
 
+# Whether workload $1 calls the extension (and so is counted in the baseline too).
+calls_ratelimit() { [[ $1 == [wp]05* || $1 == w06* ]]; }
+
+declare -A NEW OLD
+start_profiled_server "$PINNED_SO" "$DB"
+for workload in $PROFILE_WORKLOADS; do
+  NEW[$workload]=$(per_transaction "$workload" "$DB")
+  echo "   $workload: ${NEW[$workload]}"
+  # Without memory workloads the baseline's database is counted on the same server.
+  if [ -n "$PROFILE_BASELINE_SO" ] && [ "$MEMORY" -eq 0 ] && calls_ratelimit "$workload"; then
+    OLD[$workload]=$(per_transaction "$workload" "$BASE_DB")
+    echo "   $workload (baseline): ${OLD[$workload]}"
+  fi
+done
+if [ -n "$PROFILE_BASELINE_SO" ] && [ "$MEMORY" -eq 1 ]; then
+  stop_profiled_server
+  start_profiled_server "$BASE_PINNED_SO" "$BASE_DB"
+  for workload in $PROFILE_WORKLOADS; do
+    calls_ratelimit "$workload" || continue
+    OLD[$workload]=$(per_transaction "$workload" "$BASE_DB")
+    echo "   $workload (baseline): ${OLD[$workload]}"
+  done
+fi
+
 command="bench/profile.sh"
 [ -z "$PROFILE_WORKLOADS_GIVEN" ] || command="PROFILE_WORKLOADS=\"$PROFILE_WORKLOADS\" $command"
 [ -z "$PROFILE_SO" ] || command="PROFILE_SO=$PROFILE_SO $command"
@@ -175,20 +214,19 @@ command="bench/profile.sh"
     echo "|---|---:|"
   fi
 } > "$CLUSTER_DIR/profile.md"
-echo
-cat "$CLUSTER_DIR/profile.md"
 for workload in $PROFILE_WORKLOADS; do
-  new=$(per_transaction "$workload" "$DB")
+  new=${NEW[$workload]}
   if [ -z "$PROFILE_BASELINE_SO" ]; then
     row="| $workload | $new |"
-  elif [[ $workload == [wp]05* ]]; then
-    old=$(per_transaction "$workload" "$BASE_DB")
+  elif [ -n "${OLD[$workload]:-}" ]; then
+    old=${OLD[$workload]}
     row="| $workload | $new | $old | $(awk -v a="$new" -v b="$old" 'BEGIN {printf "%.3f", a / b}') |"
   else
     row="| $workload | $new | – | – |"
   fi
   echo "$row" >> "$CLUSTER_DIR/profile.md"
-  echo "$row"
 done
+echo
+cat "$CLUSTER_DIR/profile.md"
 cp "$CLUSTER_DIR/profile.md" "$OUT_MD"
 echo "== wrote $OUT_MD"

@@ -7,7 +7,8 @@
 #    savepoints, read-only and PostgREST GETs, a full memory, the
 #    differential test against table limits, ratelimit_simulate against
 #    memory limits), the isolation specs
-#    (test/memory/specs: a grant seen at once, rollbacks and savepoints
+#    (test/memory/specs: a grant seen at once, configs committed elsewhere
+#    applied at the next call, rollbacks and savepoints
 #    giving back, on_rollback keep, a terminated backend giving back), the
 #    libpqxx contention tests' memory cases (build/client_tests), a backend
 #    ended by idle_in_transaction_session_timeout, then restarts: a clean
@@ -275,7 +276,7 @@ start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
 memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate} || failed=1
 memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
-  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity} || failed=1
+  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity memory_config_fresh} || failed=1
 if [ -x build/client_tests ]; then
   build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
 fi

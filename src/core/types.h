@@ -92,11 +92,17 @@ struct Reading {
 
 enum class StatusCode { kOk, kInvalidParameter };
 
-// An error as plain data; the adapter turns it into ereport(22023).
+// An error as plain data; the adapter turns it into ereport(22023). The
+// texts are NUL-terminated strings: an ok Status, made on every call, writes
+// their first bytes only, not all 448.
 struct Status {
   StatusCode code = StatusCode::kOk;
-  char message[192] = {0};
-  char detail[256] = {0};
+  char message[192];
+  char detail[256];
+  Status() noexcept {
+    message[0] = '\0';
+    detail[0] = '\0';
+  }
   bool ok() const noexcept { return code == StatusCode::kOk; }
 };
 

@@ -54,8 +54,12 @@ HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
   Datum encoded[5];
   bool encoded_nulls[5];
   EncodeDecision(decision, encoded, encoded_nulls);
-  auto* values = static_cast<Datum*>(palloc0(sizeof(Datum) * (desc->natts + 1)));
-  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * (desc->natts + 1)));
+  // On the stack for the installed shape and a few columns more.
+  Datum values_here[kDecisionColumns * 2] = {};
+  bool nulls_here[kDecisionColumns * 2];
+  bool here = desc->natts <= kDecisionColumns * 2;
+  auto* values = here ? values_here : static_cast<Datum*>(palloc0(sizeof(Datum) * desc->natts));
+  auto* nulls = here ? nulls_here : static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
   int live = 0;
   bool shape_ok = true;
   for (int i = 0; i < desc->natts; ++i) {
@@ -77,8 +81,10 @@ HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
              errdetail("A decision is (ok boolean, retry_after double precision, retry_at timestamp with "
                        "time zone, remaining double precision, reset_after double precision).")));
   HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-  pfree(values);
-  pfree(nulls);
+  if (!here) {
+    pfree(values);
+    pfree(nulls);
+  }
   return tuple;
 }
 
@@ -132,12 +138,16 @@ Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
   // get_call_result_type makes. A function declared otherwise asks it.
   Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
   if (type == RECORDOID) return HeapTupleGetDatum(DecisionTuple(ResultDesc(fcinfo), decision, type));
-  // The type cache's reference is released at the end of the transaction
-  // on an error (a resource owner's), else here.
-  TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
-  HeapTuple tuple = DecisionTuple(desc, decision, type);
-  ReleaseTupleDesc(desc);
-  return HeapTupleGetDatum(tuple);
+  // Used without a reference count (as lookup_rowtype_tupdesc would take,
+  // with a resource owner's entry): the type cache frees a descriptor only
+  // when it processes an invalidation, and nothing between here and the
+  // tuple's forming can (no lock, no catalog lookup; the error path's
+  // format_type_be comes after the descriptor's last use).
+  TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_TUPDESC);
+  if (entry->tupDesc == nullptr)
+    ereport(ERROR,
+            (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("type %s is not composite", format_type_be(type))));
+  return HeapTupleGetDatum(DecisionTuple(entry->tupDesc, decision, type));
 }
 
 void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }

@@ -45,19 +45,33 @@ struct CacheEntry {
 // One table per kind of entry: a call looks up both its inline config and
 // its name (the owner rule), which must never evict each other.
 CacheEntry entries[2][kCacheSlots];
+// Per kind, the entry found or made last: an application calls with one
+// config again and again, and comparing its bytes costs less than hashing
+// them.
+CacheEntry* last_used[2] = {nullptr, nullptr};
 MemoryContext cache_context = nullptr;
+
+int TableOf(EntryKind kind) { return kind == EntryKind::kNamed ? 1 : 0; }
 
 CacheEntry& SlotFor(EntryKind kind, const char* key, int len) {
   uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(key), len);
-  return entries[kind == EntryKind::kNamed ? 1 : 0][hash % kCacheSlots];
+  return entries[TableOf(kind)][hash % kCacheSlots];
+}
+
+bool EntryIs(const CacheEntry& entry, EntryKind kind, const char* key, int len) {
+  return entry.kind == kind && entry.key_len == len && std::memcmp(entry.key, key, len) == 0;
 }
 
 // The cached entry of `key`; named entries only if read in `generation`.
 const CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 generation) {
-  const CacheEntry& entry = SlotFor(kind, key, len);
-  if (entry.kind != kind || entry.key_len != len || std::memcmp(entry.key, key, len) != 0) return nullptr;
-  if (entry.generation != generation) return nullptr;
-  return &entry;
+  CacheEntry* entry = last_used[TableOf(kind)];
+  if (entry == nullptr || !EntryIs(*entry, kind, key, len)) {
+    entry = &SlotFor(kind, key, len);
+    if (!EntryIs(*entry, kind, key, len)) return nullptr;
+    last_used[TableOf(kind)] = entry;
+  }
+  if (entry->generation != generation) return nullptr;
+  return entry;
 }
 
 const LimitConfig* Find(EntryKind kind, const char* key, int len, uint64 generation) {
@@ -80,6 +94,7 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
   entry.config = config;
   entry.defined = defined;
   entry.kind = kind;
+  last_used[TableOf(kind)] = &entry;
 }
 
 // Raises the 22023 of an inline config that is not the defined limit.
@@ -138,35 +153,19 @@ namespace {
 // Changes whenever a definition or an override changes (both only grow).
 uint64 ConfigGeneration() { return DefinitionsGeneration() + OverridesGeneration(); }
 
-// Lock, then look: the lock a SELECT takes on the definition and override
-// tables (held to the transaction's end) is taken before the generations
-// are read, so a change committed before it is seen; one committed by
-// another session since this transaction took them is seen through the
-// invalidations accepted after.
+// The lock a SELECT takes on the definition and override tables, held to the
+// transaction's end; taking it accepts the invalidations that DDL committed
+// before it was granted.
 void LockConfigTables() {
   LockCatalogRelation(DefinitionTableOid, AccessShareLock);
   LockCatalogRelation(OverrideTableOid, AccessShareLock);
   AcceptInvalidationMessages();
 }
 
-}  // namespace
-
-bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
-  LockConfigTables();
-  return LookupOverride(id, out) || NamedConfig(id, out);
-}
-
-bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
-  LimitConfig parsed;
-  if (!OwnerConfigOf(id, &parsed)) return false;
-  *out = ratelimit::OwnerBounded(parsed);
-  ApplyStorageRules(out);
-  return true;
-}
-
-void ResolveConfig(LimitCall* call) {
-  LockConfigTables();
-  call->generation = ConfigGeneration();
+// One resolution of the call's config from the caches, each read again from
+// its table (under that table's lock, config_rows.cpp) where its generation
+// moved.
+void ResolveFromCaches(LimitCall* call) {
   LimitConfig defined;
   bool has_definition = NamedConfig(call->id, &defined);
   LimitConfig overridden;
@@ -191,6 +190,78 @@ void ResolveConfig(LimitCall* call) {
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
   ApplyStorageRules(&call->config);
+}
+
+}  // namespace
+
+bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
+  LockConfigTables();
+  return LookupOverride(id, out) || NamedConfig(id, out);
+}
+
+bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
+  LimitConfig parsed;
+  if (!OwnerConfigOf(id, &parsed)) return false;
+  *out = ratelimit::OwnerBounded(parsed);
+  ApplyStorageRules(out);
+  return true;
+}
+
+// Freshness: why a call needs no relation lock to see every committed change
+// of the config tables (the same argument is in docs/internals.md, "Config
+// freshness").
+//
+// 1. Every committed change of either table sends an invalidation of it,
+//    and that moves its generation (catalog.cpp), which every cached config
+//    carries: ratelimit_define, ratelimit_override and direct DML through the
+//    tables' statement triggers (InvalidateDefinitions/Overrides), DDL
+//    (ALTER, TRUNCATE, VACUUM FULL, DROP) through PostgreSQL itself, and an
+//    overflowed invalidation queue resets every generation.
+// 2. A committing transaction becomes visible (ProcArrayEndTransaction),
+//    then sends its invalidations (AtEOXact_Inval), then releases its locks,
+//    and only then does its COMMIT return. So a call that starts after
+//    another session's COMMIT returned finds the invalidations queued, and
+//    AcceptInvalidationMessages at its start takes them: the change applies
+//    to that call. A call that waited for another transaction's lock (a
+//    row lock: RefreshConfig after the wait) waited past its AtEOXact_Inval
+//    too.
+// 3. A call overlapping another transaction's commit, between its
+//    ProcArrayEndTransaction and its AtEOXact_Inval, may still use a cached
+//    config that a snapshot taken now would see replaced: that call is
+//    ordered before the commit, which has not returned. The ACCESS SHARE
+//    locks never closed this window for ratelimit_define, ratelimit_override
+//    or DML (ROW EXCLUSIVE does not conflict with ACCESS SHARE); they only
+//    made a call wait for DDL in progress on the tables, and DDL wait for
+//    the caller's transaction. Without them a call reads any table its
+//    caches miss under that table's own ACCESS SHARE lock (the lookup's,
+//    ExecuteStatementLatest: lock, then look), which waits for such DDL and
+//    accepts its invalidations; if that moved a generation, the call
+//    resolves again (the loop below), so it never joins a cached part older
+//    than the DDL to a part read after it, nor keeps a row read with a
+//    snapshot taken before the wait (the latest snapshot is taken before
+//    the statement's plan locks the table). What such a read cached carries
+//    the generation from before it, so it is never taken for current.
+// 4. Nothing of a memory call lasts to its transaction's end that a later
+//    change of config could invalidate: its pending grant keeps the config
+//    it was taken under for the refund, and a change its own transaction
+//    makes is noted and refused (ConfigChangedHere). A storage whose
+//    calls stand for SQL statements on the tables, undone by the transaction
+//    (Storage::locks_config_tables: the table), still holds the two locks to
+//    the transaction's end, as a SELECT on the tables would: taken after the
+//    lock-free resolution, which is done again if taking them accepted a
+//    change (lock, then look, as before).
+void ResolveConfig(LimitCall* call) {
+  AcceptInvalidationMessages();
+  bool locked = false;
+  for (;;) {
+    call->generation = ConfigGeneration();
+    ResolveFromCaches(call);
+    if (!locked && StorageFor(call->config).locks_config_tables) {
+      LockConfigTables();
+      locked = true;
+    }
+    if (ConfigGeneration() == call->generation) return;
+  }
 }
 
 void CompleteLimitCall(LimitCall* call) {

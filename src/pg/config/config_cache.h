@@ -15,8 +15,10 @@ void ApplyStorageRules(LimitConfig* config);
 
 // A call's config: the key's override, else the inline config (for a
 // defined name only the same limit as the definition: 22023), else the
-// definition (42704 if there is none). The definition and override tables
-// are locked first (lock, then look).
+// definition (42704 if there is none). Fresh as of the invalidations the
+// call accepts first; a storage that locks the config tables
+// (Storage::locks_config_tables) holds them locked from here to the
+// transaction's end.
 void ResolveConfig(LimitCall* call);
 // The owner's config of a limit, as calls apply it before OwnerBounded:
 // the key's override, else the definition (cached, after the config tables'

@@ -73,8 +73,19 @@ struct GrantRules {
 };
 
 MemoryContext list_context = nullptr;
-GrantRecords<PendingGrant, GrantRules> grants;
-static_assert(std::is_trivially_destructible_v<GrantRecords<PendingGrant, GrantRules>>);
+using Records = GrantRecords<PendingGrant, GrantRules>;
+Records grants;
+static_assert(std::is_trivially_destructible_v<Records>);
+
+// The first records of every transaction, and their identities' bytes, in
+// storage kept for the backend's life: a transaction that calls a few limits
+// allocates nothing for them. More go to list_context.
+constexpr int kFirstRecords = 8;
+constexpr int kFirstIdentityBytes = 1024;
+PendingGrant first_records[kFirstRecords];
+int first_ints[Records::IntsFor(kFirstRecords)];
+char first_identity_bytes[kFirstIdentityBytes];
+int identity_bytes_used = 0;
 
 // A name whose config this transaction changed (ratelimit_define and the
 // others; a direct change of the definition table: every name).
@@ -93,6 +104,7 @@ void Clear() {
   own_config_write = false;
   if (list_context != nullptr) MemoryContextReset(list_context);
   grants.Reset();
+  identity_bytes_used = 0;
   notes = nullptr;
   note_capacity = 0;
 }
@@ -105,9 +117,9 @@ uint32 RecordHash(const LimitCall& call) {
   if (id.key != nullptr)
     h = hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(id.key), id.key_len) + 1);
   const LimitConfig& c = call.config;
-  Micros period = c.period;
+  auto period = static_cast<uint64>(c.period);
   h = hash_combine(h, static_cast<uint32>(c.kind) + 1);
-  return hash_combine(h, hash_bytes(reinterpret_cast<const unsigned char*>(&period), sizeof period));
+  return hash_combine(h, murmurhash32(static_cast<uint32>(period) ^ static_cast<uint32>(period >> 32)));
 }
 
 struct GiveBackContext {
@@ -193,10 +205,27 @@ void GrowRecords() {
   if (list_context == nullptr)
     list_context = AllocSetContextCreate(TopMemoryContext, "ratelimit pending grants", ALLOCSET_SMALL_SIZES);
   if (!grants.Full()) return;
+  if (grants.Capacity() == 0) {
+    grants.Adopt(first_records, first_ints, kFirstRecords);
+    return;
+  }
   int grown = grants.Grown();
   auto* more = static_cast<PendingGrant*>(MemoryContextAlloc(list_context, sizeof(PendingGrant) * grown));
   auto* ints = static_cast<int*>(MemoryContextAlloc(list_context, sizeof(int) * grants.IntsFor(grown)));
   grants.Adopt(more, ints, grown);
+}
+
+// A copy of an identity's bytes for the transaction's records.
+const char* CopyIdentityBytes(const char* bytes, int len) {
+  char* copy;
+  if (len + 1 <= kFirstIdentityBytes - identity_bytes_used) {
+    copy = first_identity_bytes + identity_bytes_used;
+    identity_bytes_used += len + 1;
+  } else {
+    copy = static_cast<char*>(MemoryContextAlloc(list_context, len + 1));
+  }
+  std::memcpy(copy, bytes, len);
+  return copy;
 }
 
 }  // namespace
@@ -221,14 +250,8 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
     id.name = grants[known].call.id.name;  // the same limit again: its bytes are there already
     id.key = grants[known].call.id.key;
   } else {
-    char* name = static_cast<char*>(MemoryContextAlloc(list_context, id.name_len + 1));
-    std::memcpy(name, id.name, id.name_len);
-    id.name = name;
-    if (id.key != nullptr) {
-      char* key = static_cast<char*>(MemoryContextAlloc(list_context, id.key_len + 1));
-      std::memcpy(key, id.key, id.key_len);
-      id.key = key;
-    }
+    id.name = CopyIdentityBytes(id.name, id.name_len);
+    if (id.key != nullptr) id.key = CopyIdentityBytes(id.key, id.key_len);
   }
   grant.call.inline_config = nullptr;
   grant.subid = GetCurrentSubTransactionId();

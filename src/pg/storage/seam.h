@@ -127,6 +127,12 @@ struct Storage {
   bool carries_rows_on_change = false;
   // Takes a config's "memoryKeys": a bound on the rows of one name.
   bool bounds_name_rows = false;
+  // A call holds ACCESS SHARE on the definition and override tables to its
+  // transaction's end, as the SQL statements its steps stand for would;
+  // false: it takes no lock on them, and sees their changes through the
+  // invalidations it accepts (config_cache.cpp's ResolveConfig says why
+  // that is as fresh).
+  bool locks_config_tables = false;
 
   StoredState (*read)(const LimitId& id, ReadMode mode) = nullptr;
   // Fills out[0..shards) with shard i at index i (state.exists=false: no

@@ -405,6 +405,7 @@ constexpr Storage kMemoryStorage = {
     .usable_read_only = true,
     .carries_rows_on_change = false,
     .bounds_name_rows = true,
+    .locks_config_tables = false,
     .read = Read,
     .delete_limit = DeleteLimit,
     .delete_idle = DeleteIdle,

@@ -142,6 +142,7 @@ constexpr Storage kTableStorage = {
     .usable_read_only = false,
     .carries_rows_on_change = true,
     .bounds_name_rows = false,
+    .locks_config_tables = true,
     .read = ReadState,
     .read_all_shards = ReadAllShardsSql,
     .insert = InsertState,
