@@ -197,6 +197,49 @@ restarts_keep_or_lose_memory() {
   return $rc
 }
 
+# Names and keys at the bounds of memory entries (56 bytes together: a
+# compact entry, 57: a long one, 236: the longest), with the NULL key too,
+# are each kept exactly by a clean restart; 237 bytes is 54000 and leaves
+# nothing (test/memory/sql/memory_identity.sql checks the answers).
+IDENTITY_BOUNDS="(repeat('n', 16), repeat('k', 40)), (repeat('n', 16), repeat('k', 41)),
+  (repeat('n', 16), repeat('k', 40) || 'x'), (repeat('m', 56), NULL), (repeat('m', 57), NULL),
+  (repeat('n', 16), repeat('k', 220)), (repeat('m', 236), NULL)"
+IDENTITY_CONFIG='{"kind": "token bucket", "rate": 10, "period": "1 day", "storage": "memory"}'
+identity_bounds_stored() {
+  psql_value -c "SELECT count(*) || ': ' || string_agg(format('%s+%s=%s', octet_length(s.name),
+                   coalesce(octet_length(s.key)::text, 'NULL'), s.stored_value), ' ' ORDER BY s.name, s.key NULLS FIRST)
+                 FROM ratelimit_status s JOIN (VALUES $IDENTITY_BOUNDS) v(n, k)
+                   ON s.name = v.n AND s.key IS NOT DISTINCT FROM v.k
+                 WHERE s.storage = 'memory'"
+}
+identity_bounds_survive_restart() {
+  local before after data past rc=0
+  data=$(server_path "$CLUSTER_DIR")/data
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, '$IDENTITY_CONFIG', 4)).remaining = 6)
+                      FROM (VALUES $IDENTITY_BOUNDS) v(n, k)")" = 7 ] ||
+    { echo "FAIL: the identities at the bounds were not each granted exactly" >&2; return 1; }
+  past=$(run_pg_client "$PG_BINDIR/psql" -X -At -c "SELECT ratelimit_limit(repeat('n', 16), repeat('k', 221), '$IDENTITY_CONFIG')" 2>&1 || true)
+  case "$past" in
+    *"at most 236 bytes together"*) ;;
+    *) echo "FAIL: 237 bytes of name and key answered: $past" >&2; rc=1 ;;
+  esac
+  before=$(identity_bounds_stored)
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+  start_cluster_server
+  after=$(identity_bounds_stored)
+  if [ "${before%%:*}" != 7 ] || [ "$before" != "$after" ]; then
+    echo "FAIL: a clean restart did not keep the identities at the bounds: before: $before; after: $after" >&2
+    rc=1
+  fi
+  # The next call of each sees the one before the restart.
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, '$IDENTITY_CONFIG', 4)).remaining < 3)
+                      FROM (VALUES $IDENTITY_BOUNDS) v(n, k)")" = 7 ] ||
+    { echo "FAIL: after the restart a call at the bounds did not see the call before it" >&2; rc=1; }
+  psql_value -c "SELECT count(*) FROM (VALUES $IDENTITY_BOUNDS) v(n, k), ratelimit_reset(n, k)" >/dev/null
+  [ $rc -ne 0 ] || echo "ok - names and keys of 56, 57 and 236 bytes are kept exactly by a clean restart ($after)"
+  return $rc
+}
+
 # A backend killed with SIGKILL (lib.sh), and no other crash in the log since.
 kill_a_backend_alone() {
   kill_a_backend || return 1
@@ -273,7 +316,7 @@ if [ "${1:-}" = "--client" ]; then
 fi
 start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
-memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate} || failed=1
+memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate memory_identity} || failed=1
 memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
   ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity} || failed=1
 if [ -x build/client_tests ]; then
@@ -283,6 +326,7 @@ idle_session_timeout_gives_back || failed=1
 check_server_log_for_crashes || failed=1
 # (From here on the log has this test's own SIGKILL: checked apart.)
 restarts_keep_or_lose_memory || failed=1
+identity_bounds_survive_restart || failed=1
 hot_standby_has_its_own_memory || failed=1
 stop_cluster
 if [ "$MAJOR" -ge 17 ]; then

@@ -1,5 +1,6 @@
 // The shared-memory module (shared_tables.h): one control block, one DSA,
 // and a dshash table per SharedTable.
+#include <algorithm>
 #include <cstring>
 
 #include "shmem/shared_tables.h"
@@ -23,7 +24,7 @@ namespace {
 // The block's name carries its layout's version: a library of another
 // layout loaded into the same running server (the registry segment lives
 // until the restart) gets a block of its own, never this one.
-constexpr const char* kBlockName = "ratelimit_shared_tables_v1";
+constexpr const char* kBlockName = "ratelimit_shared_tables_v2";
 constexpr const char* kAreaTrancheName = "ratelimit_dsa";
 
 struct TableControl {
@@ -71,22 +72,50 @@ Size ControlSize() {
   return size;
 }
 
-// The in-place DSA's size for the tables at their most entries: each entry
-// (dshash's item header with it, rounded up to the DSA's size classes), the
-// bucket arrays (dshash doubles them at a load of 3/4, the old array freed
-// after the new one is made), and room for the DSA's own pages.
+// The DSA's size classes (src/backend/utils/mmgr/dsa.c's dsa_size_classes,
+// the same from PostgreSQL 10 to 18): an object takes the smallest that
+// holds it; larger ones take whole 4 kB pages.
+constexpr Size kDsaClasses[] = {8,    16,   24,   32,   40,   48,   56,   64,   80,   96,   112,  128,
+                                160,  192,  224,  256,  320,  384,  448,  512,  640,  768,  896,  1024,
+                                1280, 1560, 1816, 2048, 2616, 3120, 3640, 4096, 5456, 6552, 7280, 8192};
+constexpr Size kDsaPage = 4096;
+// dshash's item header before each entry (a dsa_pointer and the hash, MAXALIGNed).
+constexpr Size kDshashItemHeader = 16;
+
+Size DsaObjectSize(Size bytes) {
+  for (Size size : kDsaClasses)
+    if (bytes <= size) return size;
+  return TYPEALIGN(kDsaPage, bytes);
+}
+
+// What one table takes at its most entries: each entry with dshash's item
+// header, in its size class, and the bucket arrays. dshash doubles its
+// array (8 bytes a bucket) when a partition passes a load of 3/4, making the
+// new one before it frees the old: at most entries its array is the
+// smallest power of two with a load of at most 1/2 (a partition's load
+// varies around the table's); the doubling to it, at the latest when 2/5 of
+// it is used, holds one and a half arrays.
+Size TableSize(Size entries, Size entry_size) {
+  Size item = DsaObjectSize(kDshashItemHeader + entry_size);
+  Size buckets = 128;
+  while (buckets < entries * 2) buckets *= 2;
+  Size bucket_bytes = buckets * sizeof(dsa_pointer);
+  Size full = add_size(mul_size(entries, item), bucket_bytes);
+  Size doubling =
+      add_size(mul_size(std::min(entries, buckets * 2 / 5), item), bucket_bytes + bucket_bytes / 2);
+  // A partly filled superblock (64 kB) per size class besides.
+  return add_size(std::max(full, doubling), 64 * 1024);
+}
+
+// The in-place DSA's size for the tables at their most entries, with the
+// DSA's own pages: its control block (1 MB is ample) and its page map (8
+// bytes per 4 kB page).
 Size AreaSize() {
-  Size size = 4 * 1024 * 1024;
-  for (int i = 0; i < kSharedTables; ++i) {
-    if (!spec_given[i]) continue;
-    Size entries = static_cast<Size>(specs[i].max_entries());
-    Size item = MAXALIGN(specs[i].entry_size) + 16;
-    size = add_size(size, mul_size(entries, item + item / 4));
-    Size buckets = 128;
-    while (buckets < entries * 4) buckets *= 2;
-    size = add_size(size, mul_size(buckets, sizeof(dsa_pointer) * 3));
-  }
-  return size;
+  Size size = 1024 * 1024;
+  for (int i = 0; i < kSharedTables; ++i)
+    if (spec_given[i])
+      size = add_size(size, TableSize(static_cast<Size>(specs[i].max_entries()), specs[i].entry_size));
+  return add_size(size, size / (kDsaPage / sizeof(dsa_pointer)));
 }
 
 // Registers the locks' names in this backend (for wait events).
