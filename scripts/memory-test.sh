@@ -240,6 +240,45 @@ identity_bounds_survive_restart() {
   return $rc
 }
 
+# Long entries (a name and key of more than 56 bytes together) and distinct
+# names are bounded by 1 % of ratelimit.memory_max_keys, at least 10,000
+# (the main cluster's 40 keys never reach them): on a cluster of 20,000
+# keys, 10,000 each, of which callers' inline configs take at most half.
+# Past it a caller's new name or long entry is 53200 naming the bound,
+# while its short keys of a name it has, and the owner's limits, new names
+# and long keys included, still get entries.
+part_bounds_hold() {
+  local tb='{"kind": "token bucket", "rate": 10, "period": "1 day", "storage": "memory"}' out rc=0
+  start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=20000
+  psql_value -c "CREATE EXTENSION ratelimit; CREATE ROLE parts_app" >/dev/null
+  # psql prints SET for the role's statement: left out.
+  as_app() { psql_value -c "SET ROLE parts_app; $1" 2>&1 | grep -vx SET || true; }
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('p' || i, repeat('k', 60), '$tb')).ok) FROM generate_series(1, 5000) i")" = 5000 ] ||
+    { echo "FAIL: 5,000 inline long entries of new names did not fit" >&2; rc=1; }
+  out=$(as_app "SELECT ratelimit_limit('p-new', 'k', '$tb')")
+  [[ "$out" == *'the names memory limits may have are in use'* ]] ||
+    { echo "FAIL: a caller's 5,001st name answered: $out" >&2; rc=1; }
+  out=$(as_app "SELECT ratelimit_limit('p1', repeat('k', 61), '$tb')")
+  [[ "$out" == *'the entries for a name and key of more than 56 bytes together are in use'* ]] ||
+    { echo "FAIL: a caller's 5,001st long entry answered: $out" >&2; rc=1; }
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('p1', 'short' || i, '$tb')).ok) FROM generate_series(1, 100) i")" = 100 ] ||
+    { echo "FAIL: a caller's short keys of a name it has found no room" >&2; rc=1; }
+  [ "$(psql_value -c "SELECT sum(memory_full) FROM ratelimit_stats")" = 2 ] ||
+    { echo "FAIL: ratelimit_stats.memory_full did not count the two refusals" >&2; rc=1; }
+  # The owner's limits keep the other half: new names, long keys.
+  psql_value -c "SELECT count(*) FROM generate_series(1, 5000) i, ratelimit_define('own' || i, '$tb')" >/dev/null
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('own' || i, repeat('k', 60))).ok) FROM generate_series(1, 5000) i")" = 5000 ] ||
+    { echo "FAIL: the owner's 5,000 names with long keys did not fit beside the callers'" >&2; rc=1; }
+  psql_value -c "SELECT ratelimit_define('own-more', '$tb')" >/dev/null
+  out=$(psql_value -c "SELECT ratelimit_limit('own-more', repeat('k', 60))" 2>&1 || true)
+  [[ "$out" == *'the names memory limits may have are in use'* ]] ||
+    { echo "FAIL: a 10,001st name answered: $out" >&2; rc=1; }
+  check_server_log_for_crashes || rc=1
+  stop_cluster
+  [ $rc -ne 0 ] || echo "ok - long entries and names are bounded at 1 % of memory_max_keys (at least 10,000), half for inline configs"
+  return $rc
+}
+
 # A backend killed with SIGKILL (lib.sh), and no other crash in the log since.
 kill_a_backend_alone() {
   kill_a_backend || return 1
@@ -329,6 +368,7 @@ restarts_keep_or_lose_memory || failed=1
 identity_bounds_survive_restart || failed=1
 hot_standby_has_its_own_memory || failed=1
 stop_cluster
+part_bounds_hold || failed=1
 if [ "$MAJOR" -ge 17 ]; then
   # Without the preload, the memory comes from the DSM registry.
   start_cluster -c max_prepared_transactions=2
