@@ -9,7 +9,8 @@
 # key" (MB: 2^20 bytes; B: the extension's bytes at 1,000,000 keys over
 # 1,000,000, everything it reserves counted) fails the test if a number is
 # off by more than 20 %; the test prints what to write. B above 160 (issue
-# 27's footprint: Redis's for the same keys) fails it too.
+# 27's footprint: Redis's for the same keys) fails it too, and so does the
+# README's "about B bytes of shared memory per key" off by more than 20 %.
 #
 # Needs the extension installed (make install). With RATELIMIT_CHROOT,
 # PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's enter_major), the
@@ -84,6 +85,10 @@ within_20_percent "shared memory for 1,000,000 keys" "$(doc_number 'about ([0-9,
   "about $million_mb MB for 1,000,000 keys"
 within_20_percent "shared memory per key" "$(doc_number 'about ([0-9,]+) bytes per key')" "$per_key" \
   "about $per_key bytes per key"
+# The README quotes the same figure.
+SIZING_DOC=README.md within_20_percent "shared memory per key" \
+  "$(SIZING_DOC=README.md doc_number 'about ([0-9,]+) bytes of shared memory per key')" "$per_key" \
+  "about $per_key bytes of shared memory per key"
 if [ "$per_key" -gt 160 ]; then
   fail "memory limits take $per_key bytes of shared memory per key at 1,000,000 keys: more than 160"
 else
