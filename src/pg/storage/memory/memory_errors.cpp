@@ -9,8 +9,9 @@ namespace ratelimit_pg {
 
 void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
   CountMemoryFull(call);
+  // An inline config's call is refused by the whole bound or by its half.
   const char* share =
-      call.owner_config ? "" : ", or of the half that limits called with inline configs may take,";
+      call.owner_config ? "" : ", or every one of the half that limits called with inline configs may take,";
   if (why == ModifyResult::kNoRoomForName)
     ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                     errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
@@ -18,13 +19,15 @@ void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
   if (why == ModifyResult::kNoRoomForNewName)
-    ereport(ERROR,
-            (errcode(ERRCODE_OUT_OF_MEMORY),
-             errmsg("no room for memory rate limit \"%.*s\": the names memory limits may have are in use",
-                    EchoLength(call.id.name, call.id.name_len), call.id.name),
-             errdetail("Every name%s has an entry that is not back in its initial state.", share),
-             errhint("Raise ratelimit.memory_max_keys (memory limits may have 1%% of it as names, at least "
-                     "10000 or all of it), or use fewer names.")));
+    ereport(
+        ERROR,
+        (errcode(ERRCODE_OUT_OF_MEMORY),
+         errmsg("no room for memory rate limit \"%.*s\": the names memory limits may have are in use",
+                EchoLength(call.id.name, call.id.name_len), call.id.name),
+         errdetail("Every name memory limits may have%s has an entry that is not back in its initial state.",
+                   share),
+         errhint("Raise ratelimit.memory_max_keys (memory limits may have 1%% of it as names, at least "
+                 "10000 or all of it), or use fewer names.")));
   if (why == ModifyResult::kNoRoomForLongIdentity)
     ereport(ERROR,
             (errcode(ERRCODE_OUT_OF_MEMORY),
