@@ -590,8 +590,10 @@ void DefineMemoryStorage() {
   DefineCustomIntVariable(
       "ratelimit.memory_max_keys",
       "How many limits with \"storage\": \"memory\" shared memory holds (name and key pairs).",
-      "Half of them may be made under callers' inline configs. With shared_preload_libraries = 'ratelimit' "
-      "it sizes the shared memory at server start.",
+      "Half of them may be made under callers' inline configs. Entries whose name and key take more than 56 "
+      "bytes together, and distinct names, may each be 1% of it, at least 10000 (or all of it), with the "
+      "same "
+      "half. With shared_preload_libraries = 'ratelimit' it sizes the shared memory at server start.",
       &memory_max_keys, 10000, 1, 100000000, context, 0, nullptr, nullptr, nullptr);
   DefineSharedTable(SharedTable::kMemoryLimits,
                     SharedTableSpec{"ratelimit_memory", kCompact.key_size, kCompact.entry_size, CompareKeys,
