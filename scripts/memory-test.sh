@@ -6,7 +6,8 @@
 #    pg_regress (test/memory/sql: every function and kind, transactions and
 #    savepoints, read-only and PostgREST GETs, a full memory, the
 #    differential test against table limits, ratelimit_simulate against
-#    memory limits), the isolation specs
+#    memory limits, identities at the entries' bounds, the names bound's
+#    inline half), the isolation specs
 #    (test/memory/specs: a grant seen at once, rollbacks and savepoints
 #    giving back, on_rollback keep, a terminated backend giving back), the
 #    libpqxx contention tests' memory cases (build/client_tests), a backend
@@ -423,7 +424,7 @@ if [ "${1:-}" = "--client" ]; then
 fi
 start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
-memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate memory_identity} || failed=1
+memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate memory_identity memory_bounds} || failed=1
 memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
   ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity} || failed=1
 if [ -x build/client_tests ]; then
