@@ -6,7 +6,8 @@
 #    pg_regress (test/memory/sql: every function and kind, transactions and
 #    savepoints, read-only and PostgREST GETs, a full memory, the
 #    differential test against table limits, ratelimit_simulate against
-#    memory limits), the isolation specs
+#    memory limits, identities at the entries' bounds, the names bound's
+#    inline half), the isolation specs
 #    (test/memory/specs: a grant seen at once, configs committed elsewhere
 #    applied at the next call, rollbacks and savepoints
 #    giving back, on_rollback keep, a terminated backend giving back), the
@@ -198,6 +199,156 @@ restarts_keep_or_lose_memory() {
   return $rc
 }
 
+# Names and keys at the bounds of memory entries (56 bytes together: a
+# compact entry, 57: a long one, 236: the longest), with the NULL key too,
+# are each kept exactly by a clean restart; 237 bytes is 54000 and leaves
+# nothing (test/memory/sql/memory_identity.sql checks the answers).
+IDENTITY_BOUNDS="(repeat('n', 16), repeat('k', 40)), (repeat('n', 16), repeat('k', 41)),
+  (repeat('n', 16), repeat('k', 40) || 'x'), (repeat('m', 56), NULL), (repeat('m', 57), NULL),
+  (repeat('n', 16), repeat('k', 220)), (repeat('m', 236), NULL)"
+IDENTITY_CONFIG='{"kind": "token bucket", "rate": 10, "period": "1 day", "storage": "memory"}'
+identity_bounds_stored() {
+  psql_value -c "SELECT count(*) || ': ' || string_agg(format('%s+%s=%s', octet_length(s.name),
+                   coalesce(octet_length(s.key)::text, 'NULL'), s.stored_value), ' ' ORDER BY s.name, s.key NULLS FIRST)
+                 FROM ratelimit_status s JOIN (VALUES $IDENTITY_BOUNDS) v(n, k)
+                   ON s.name = v.n AND s.key IS NOT DISTINCT FROM v.k
+                 WHERE s.storage = 'memory'"
+}
+identity_bounds_survive_restart() {
+  local before after data past rc=0
+  data=$(server_path "$CLUSTER_DIR")/data
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, '$IDENTITY_CONFIG', 4)).remaining = 6)
+                      FROM (VALUES $IDENTITY_BOUNDS) v(n, k)")" = 7 ] ||
+    { echo "FAIL: the identities at the bounds were not each granted exactly" >&2; return 1; }
+  past=$(run_pg_client "$PG_BINDIR/psql" -X -At -c "SELECT ratelimit_limit(repeat('n', 16), repeat('k', 221), '$IDENTITY_CONFIG')" 2>&1 || true)
+  case "$past" in
+    *"at most 236 bytes together"*) ;;
+    *) echo "FAIL: 237 bytes of name and key answered: $past" >&2; rc=1 ;;
+  esac
+  before=$(identity_bounds_stored)
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+  start_cluster_server
+  after=$(identity_bounds_stored)
+  if [ "${before%%:*}" != 7 ] || [ "$before" != "$after" ]; then
+    echo "FAIL: a clean restart did not keep the identities at the bounds: before: $before; after: $after" >&2
+    rc=1
+  fi
+  # The next call of each sees the one before the restart.
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, '$IDENTITY_CONFIG', 4)).remaining < 3)
+                      FROM (VALUES $IDENTITY_BOUNDS) v(n, k)")" = 7 ] ||
+    { echo "FAIL: after the restart a call at the bounds did not see the call before it" >&2; rc=1; }
+  psql_value -c "SELECT count(*) FROM (VALUES $IDENTITY_BOUNDS) v(n, k), ratelimit_reset(n, k)" >/dev/null
+  [ $rc -ne 0 ] || echo "ok - names and keys of 56, 57 and 236 bytes are kept exactly by a clean restart ($after)"
+  return $rc
+}
+
+# Long entries (a name and key of more than 56 bytes together) and distinct
+# names are bounded by 1 % of ratelimit.memory_max_keys, at least 10,000
+# (the main cluster's 40 keys never reach the long bound:
+# memory_bounds.sql reaches the names'): on a cluster of 20,000 keys,
+# 10,000 each, of which callers' inline configs take at most half. Past it
+# a caller's new name or long entry is 53200 naming the bound (the whole
+# error checked), while its short keys of a name it has still get entries.
+# The owner's limits keep the other half, as docs/memory.md says: new
+# names are theirs, and their long entries are shared by all of them, so a
+# caller calling one defined limit (memoryKeys 5,000: half of
+# memory_max_keys) with long keys takes them all, and another defined
+# limit's new long key is then 53200 naming the long bound, its short keys
+# still fitting.
+part_bounds_hold() {
+  local tb='{"kind": "token bucket", "rate": 10, "period": "1 day", "storage": "memory"}' out rc=0
+  start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=20000
+  psql_value -c "CREATE EXTENSION ratelimit; CREATE ROLE parts_app" >/dev/null
+  # psql prints SET for the role's statement, and LOCATION (a source line)
+  # for a verbose error: left out.
+  as_app() { psql_value -v VERBOSITY=verbose -c "SET ROLE parts_app; $1" 2>&1 | grep -vx SET | grep -v '^LOCATION:' || true; }
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('p' || i, repeat('k', 60), '$tb')).ok) FROM generate_series(1, 5000) i")" = 5000 ] ||
+    { echo "FAIL: 5,000 inline long entries of new names did not fit" >&2; rc=1; }
+  out=$(as_app "SELECT ratelimit_limit('p-new', 'k', '$tb')")
+  [ "$out" = 'ERROR:  53200: no room for memory rate limit "p-new": the names memory limits may have are in use
+DETAIL:  Every name memory limits may have, or every one of the half that limits called with inline configs may take, has an entry that is not back in its initial state.
+HINT:  Raise ratelimit.memory_max_keys (memory limits may have 1% of it as names, at least 10000 or all of it), or use fewer names.' ] ||
+    { echo "FAIL: a caller's 5,001st name answered: $out" >&2; rc=1; }
+  out=$(as_app "SELECT ratelimit_limit('p1', repeat('k', 61), '$tb')")
+  [ "$out" = 'ERROR:  53200: no room for memory rate limit "p1": the entries for a name and key of more than 56 bytes together are in use
+DETAIL:  Every such entry, or every one of the half that limits called with inline configs may take, holds a limit that is not back in its initial state.
+HINT:  Raise ratelimit.memory_max_keys (1% of it, at least 10000 or all of it, may be such entries), or pass a shorter key, such as a digest (md5(key)).' ] ||
+    { echo "FAIL: a caller's 5,001st long entry answered: $out" >&2; rc=1; }
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('p1', 'short' || i, '$tb')).ok) FROM generate_series(1, 100) i")" = 100 ] ||
+    { echo "FAIL: a caller's short keys of a name it has found no room" >&2; rc=1; }
+  [ "$(psql_value -c "SELECT sum(memory_full) FROM ratelimit_stats")" = 2 ] ||
+    { echo "FAIL: ratelimit_stats.memory_full did not count the two refusals" >&2; rc=1; }
+  # One defined limit, within its memoryKeys, takes the owner's long entries.
+  psql_value -c "SELECT ratelimit_define('greedy', '${tb%\}}, \"memoryKeys\": 5000}')" >/dev/null
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('greedy', repeat('g', 60) || i)).ok) FROM generate_series(1, 5000) i")" = 5000 ] ||
+    { echo "FAIL: a defined limit's 5,000 long keys (its memoryKeys) did not fit beside the callers'" >&2; rc=1; }
+  psql_value -c "SELECT count(*) FROM generate_series(1, 4999) i, ratelimit_define('own' || i, '$tb')" >/dev/null
+  [ "$(as_app "SELECT count(*) FILTER (WHERE (ratelimit_limit('own' || i, 'k')).ok) FROM generate_series(1, 4999) i")" = 4999 ] ||
+    { echo "FAIL: the owner's 4,999 other names did not fit beside the callers'" >&2; rc=1; }
+  out=$(as_app "SELECT ratelimit_limit('own1', repeat('k', 60))")
+  [ "$out" = 'ERROR:  53200: no room for memory rate limit "own1": the entries for a name and key of more than 56 bytes together are in use
+DETAIL:  Every such entry holds a limit that is not back in its initial state.
+HINT:  Raise ratelimit.memory_max_keys (1% of it, at least 10000 or all of it, may be such entries), or pass a shorter key, such as a digest (md5(key)).' ] ||
+    { echo "FAIL: another defined limit's long key beside the greedy one's answered: $out" >&2; rc=1; }
+  [ "$(as_app "SELECT (ratelimit_limit('own1', 'short')).ok")" = t ] ||
+    { echo "FAIL: another defined limit's short key found no room" >&2; rc=1; }
+  psql_value -c "SELECT ratelimit_define('own-more', '$tb')" >/dev/null
+  out=$(psql_value -v VERBOSITY=verbose -c "SELECT ratelimit_limit('own-more', 'k')" 2>&1 | grep -v '^LOCATION:' || true)
+  [ "$out" = 'ERROR:  53200: no room for memory rate limit "own-more": the names memory limits may have are in use
+DETAIL:  Every name memory limits may have has an entry that is not back in its initial state.
+HINT:  Raise ratelimit.memory_max_keys (memory limits may have 1% of it as names, at least 10000 or all of it), or use fewer names.' ] ||
+    { echo "FAIL: a 10,001st name answered: $out" >&2; rc=1; }
+  [ "$(psql_value -c "SELECT sum(memory_full) FROM ratelimit_stats")" = 4 ] ||
+    { echo "FAIL: ratelimit_stats.memory_full did not count the four refusals" >&2; rc=1; }
+  check_server_log_for_crashes || rc=1
+  stop_cluster
+  [ $rc -ne 0 ] || echo "ok - long entries and names are bounded at 1 % of memory_max_keys (at least 10,000), half for inline configs; the owner's limits share their long entries"
+  return $rc
+}
+
+# The preloaded DSA holds every table at its bounds at once: on a cluster
+# of 20,000 keys (the long bound and the names bound 10,000 each), 10,000
+# names with a long key each (the long and names tables full) and 10,000
+# compact entries; then a new key, compact or long, of a known name or a
+# new one, is the counted 53200 naming memory_max_keys, never the DSA's
+# own "out of memory" ("Failed on DSA request"); once entries are back in
+# their initial state (refunded), new keys of each kind are swept room.
+# (The area is sized by the same arithmetic at any memory_max_keys.)
+full_area_refuses_cleanly() {
+  local day='{"kind": "token bucket", "rate": 1, "period": "1 day", "storage": "memory"}' out rc=0
+  start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=20000
+  psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
+  psql_value -c "SELECT count(*) FROM generate_series(1, 10001) i, ratelimit_define('full' || i, '$day')" >/dev/null
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit('full' || i, repeat('k', 60))).ok) FROM generate_series(1, 10000) i")" = 10000 ] ||
+    { echo "FAIL: 10,000 names with a long key each did not fit" >&2; rc=1; }
+  [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit('full' || i, 'c')).ok) FROM generate_series(1, 10000) i")" = 10000 ] ||
+    { echo "FAIL: 10,000 compact entries did not fit beside them" >&2; rc=1; }
+  out=$(psql_value -c "SELECT count(*) || ' ' || count(*) FILTER (WHERE octet_length(name) + octet_length(key) > 56)
+                       FROM ratelimit_status WHERE storage = 'memory'")
+  [ "$out" = "20000 10000" ] || { echo "FAIL: the full tables hold (entries, long entries) $out, not 20000 10000" >&2; rc=1; }
+  for call in "'full1', 'new'" "'full1', repeat('n', 60)" "'full10001', 'k'"; do
+    out=$(psql_value -c "SELECT ratelimit_limit($call)" 2>&1 || true)
+    [[ "$out" == *'ERROR:  no room for memory rate limit "full1'*'": ratelimit.memory_max_keys entries are in use'* ]] ||
+      { echo "FAIL: a new key ($call) of a full area answered: $out" >&2; rc=1; }
+  done
+  [ "$(psql_value -c "SELECT sum(memory_full) FROM ratelimit_stats")" = 3 ] ||
+    { echo "FAIL: ratelimit_stats.memory_full did not count the three refusals" >&2; rc=1; }
+  # Back in their initial state: full2's compact entry, full3's two (its name).
+  psql_value -c "SELECT ratelimit_refund('full2', 'c'), ratelimit_refund('full3', 'c'),
+                        ratelimit_refund('full3', repeat('k', 60))" >/dev/null
+  [ "$(psql_value -c "SELECT (ratelimit_limit('full1', 'new')).ok AND (ratelimit_limit('full1', repeat('n', 60))).ok
+                        AND (ratelimit_limit('full10001', 'k')).ok")" = t ] ||
+    { echo "FAIL: new compact, long and name keys found no swept room in a full area" >&2; rc=1; }
+  if grep -n "Failed on DSA request" "$CLUSTER_DIR/server.log"; then
+    echo "FAIL: the full area raised the DSA's own out of memory" >&2
+    rc=1
+  fi
+  check_server_log_for_crashes || rc=1
+  stop_cluster
+  [ $rc -ne 0 ] || echo "ok - an area full at memory_max_keys with the long and names tables full refuses with the counted 53200"
+  return $rc
+}
+
 # A backend killed with SIGKILL (lib.sh), and no other crash in the log since.
 kill_a_backend_alone() {
   kill_a_backend || return 1
@@ -274,7 +425,7 @@ if [ "${1:-}" = "--client" ]; then
 fi
 start_cluster "${PRELOAD[@]}"
 OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
-memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate} || failed=1
+memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate memory_identity memory_bounds} || failed=1
 memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
   ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity memory_config_fresh} || failed=1
 if [ -x build/client_tests ]; then
@@ -284,8 +435,11 @@ idle_session_timeout_gives_back || failed=1
 check_server_log_for_crashes || failed=1
 # (From here on the log has this test's own SIGKILL: checked apart.)
 restarts_keep_or_lose_memory || failed=1
+identity_bounds_survive_restart || failed=1
 hot_standby_has_its_own_memory || failed=1
 stop_cluster
+part_bounds_hold || failed=1
+full_area_refuses_cleanly || failed=1
 if [ "$MAJOR" -ge 17 ]; then
   # Without the preload, the memory comes from the DSM registry.
   start_cluster -c max_prepared_transactions=2

@@ -68,7 +68,7 @@ Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
   ModifyResult result = storage.modify(call.id, RoomFor(call), TakeStep, &step);
   if (result != ModifyResult::kDone) {
     if (remember) ForgetPendingGrant(record);
-    storage.raise_no_room(call, result == ModifyResult::kNoRoomForName);
+    storage.raise_no_room(call, result);
   }
   if (remember) {
     if (step.decision.ok) {

@@ -1,6 +1,8 @@
 // The shared-memory module (shared_tables.h): one control block, one DSA,
 // and a dshash table per SharedTable.
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "shmem/shared_tables.h"
 
@@ -23,7 +25,7 @@ namespace {
 // The block's name carries its layout's version: a library of another
 // layout loaded into the same running server (the registry segment lives
 // until the restart) gets a block of its own, never this one.
-constexpr const char* kBlockName = "ratelimit_shared_tables_v1";
+constexpr const char* kBlockName = "ratelimit_shared_tables_v2";
 constexpr const char* kAreaTrancheName = "ratelimit_dsa";
 
 struct TableControl {
@@ -71,22 +73,99 @@ Size ControlSize() {
   return size;
 }
 
-// The in-place DSA's size for the tables at their most entries: each entry
-// (dshash's item header with it, rounded up to the DSA's size classes), the
-// bucket arrays (dshash doubles them at a load of 3/4, the old array freed
-// after the new one is made), and room for the DSA's own pages.
+// The DSA's size classes (src/backend/utils/mmgr/dsa.c's dsa_size_classes,
+// the same from PostgreSQL 10 to 18): an object takes the smallest that
+// holds it; larger ones take whole 4 kB pages.
+constexpr Size kDsaClasses[] = {8,    16,   24,   32,   40,   48,   56,   64,   80,   96,   112,  128,
+                                160,  192,  224,  256,  320,  384,  448,  512,  640,  768,  896,  1024,
+                                1280, 1560, 1816, 2048, 2616, 3120, 3640, 4096, 5456, 6552, 7280, 8192};
+constexpr Size kDsaPage = 4096;
+// A superblock of a size class: 16 pages (dsa.c's DSA_SUPERBLOCK_SIZE).
+constexpr Size kDsaSuperblock = 16 * kDsaPage;
+// dsa.c's span record (dsa_area_span: 56 bytes with 8-byte pointers,
+// counted as 64), one per superblock and per object larger than the largest
+// class, in pages of their own, each holding its own record first.
+constexpr Size kDsaSpanRecord = 64;
+constexpr Size kDsaSpanRecordsPerPage = kDsaPage / kDsaSpanRecord - 1;
+// dshash's item header before each entry (a dsa_pointer and the hash, MAXALIGNed).
+constexpr Size kDshashItemHeader = 16;
+
+Size DsaObjectSize(Size bytes) {
+  for (Size size : kDsaClasses)
+    if (bytes <= size) return size;
+  return TYPEALIGN(kDsaPage, bytes);
+}
+
+// What `count` objects of `bytes` each take of the DSA: whole superblocks
+// of their size class, each holding as many as fit whole (a class that
+// does not divide 64 kB leaves the rest of each unused: 256 bytes for 320),
+// or whole pages for a larger one; and the span records those need.
+struct DsaFootprint {
+  Size bytes = 0;
+  Size spans = 0;
+  void Add(Size count, Size object_bytes) {
+    Size object = DsaObjectSize(object_bytes);
+    if (object > kDsaClasses[std::size(kDsaClasses) - 1]) {
+      bytes = add_size(bytes, mul_size(count, object));
+      spans = add_size(spans, count);
+      return;
+    }
+    Size per_superblock = kDsaSuperblock / object;
+    Size superblocks = (count + per_superblock - 1) / per_superblock;
+    bytes = add_size(bytes, mul_size(superblocks, kDsaSuperblock));
+    spans = add_size(spans, superblocks);
+  }
+};
+
+// What one table takes at its most entries: each entry with dshash's item
+// header, in its size class, and the bucket arrays. dshash doubles its
+// array (8 bytes a bucket) when a partition passes a load of 3/4, making the
+// new one before it frees the old: at most entries its array is the
+// smallest power of two with a load of at most 1/2 (a partition's load
+// varies around the table's); the doubling to it, at the latest when 2/5 of
+// it is used, holds one and a half arrays. Besides: dshash's control object
+// and a partly filled superblock (one superblock), and for each doubling a
+// run of freed pages too short for a superblock (16 pages).
+DsaFootprint TableFootprint(Size entries, Size entry_size) {
+  Size item = kDshashItemHeader + entry_size;
+  Size buckets = 128;
+  Size doublings = 0;
+  while (buckets < entries * 2) {
+    buckets *= 2;
+    ++doublings;
+  }
+  Size bucket_bytes = buckets * sizeof(dsa_pointer);
+  DsaFootprint full;
+  full.Add(entries, item);
+  full.Add(1, bucket_bytes);
+  DsaFootprint doubling;
+  doubling.Add(std::min(entries, buckets * 2 / 5), item);
+  doubling.Add(1, bucket_bytes);
+  doubling.Add(1, bucket_bytes / 2);
+  DsaFootprint most;
+  most.bytes = std::max(full.bytes, doubling.bytes);
+  most.spans = std::max(full.spans, doubling.spans) + 1;
+  most.bytes = add_size(most.bytes, mul_size(doublings + 1, kDsaSuperblock));
+  return most;
+}
+
+// The in-place DSA's size for the tables at their most entries, with the
+// DSA's own pages: its control block and free page manager
+// (dsa_minimum_size()), the span records' pages, its page map (8 bytes per
+// 4 kB page), and 1/256 of it for the free page manager's own pages and
+// runs of free pages split by one-page allocations.
 Size AreaSize() {
-  Size size = 4 * 1024 * 1024;
+  DsaFootprint area;
   for (int i = 0; i < kSharedTables; ++i) {
     if (!spec_given[i]) continue;
-    Size entries = static_cast<Size>(specs[i].max_entries());
-    Size item = MAXALIGN(specs[i].entry_size) + 16;
-    size = add_size(size, mul_size(entries, item + item / 4));
-    Size buckets = 128;
-    while (buckets < entries * 4) buckets *= 2;
-    size = add_size(size, mul_size(buckets, sizeof(dsa_pointer) * 3));
+    DsaFootprint table = TableFootprint(static_cast<Size>(specs[i].max_entries()), specs[i].entry_size);
+    area.bytes = add_size(area.bytes, table.bytes);
+    area.spans = add_size(area.spans, table.spans);
   }
-  return size;
+  Size size = add_size(dsa_minimum_size(), area.bytes);
+  size = add_size(size, (area.spans + kDsaSpanRecordsPerPage - 1) / kDsaSpanRecordsPerPage * kDsaPage);
+  size = add_size(size, size / 256);
+  return add_size(size, size / (kDsaPage / sizeof(dsa_pointer)));
 }
 
 // Registers the locks' names in this backend (for wait events).

@@ -24,8 +24,10 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-enum class SharedTable { kMemoryLimits, kMemoryNames, kStatsNames };
-constexpr int kSharedTables = 3;
+// The memory storage has two tables of limits: compact entries (short
+// identities, most of them) and long ones (memory_storage.cpp).
+enum class SharedTable { kMemoryLimits, kMemoryLongLimits, kMemoryNames, kStatsNames };
+constexpr int kSharedTables = 4;
 
 // What one table holds; given in _PG_init, before RequestSharedTables.
 struct SharedTableSpec {

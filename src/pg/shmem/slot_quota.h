@@ -2,7 +2,8 @@
 // callers' (entries made under callers' inline configs, names without a
 // definition), may take at most half, so a caller with nothing but PUBLIC's
 // grants can never take a slot from the owner's limits. The memory
-// storage's entries and ratelimit_stats' names are counted by one each.
+// storage's entries, its long entries and its names, and ratelimit_stats'
+// names are counted by one each.
 #pragma once
 
 #include "support/limit_call.h"

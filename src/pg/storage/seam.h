@@ -87,6 +87,11 @@ enum class ModifyResult {
   kDone,           // the step ran (and its write, if any, was stored)
   kNoRoom,         // the row is new and the storage is full of live rows: nothing ran
   kNoRoomForName,  // the row is new and its name has name_rows live rows: nothing ran
+  // The row is new and needs a part of the storage that is full of live
+  // rows (of its share): nothing ran. The memory storage's: room for a new
+  // name, and for a long identity.
+  kNoRoomForNewName,
+  kNoRoomForLongIdentity,
 };
 
 // How the caller's rollback undoes a storage's grant, and so how a grant is
@@ -174,10 +179,10 @@ struct Storage {
   // stores what it writes; a new row must fit `room`.
   ModifyResult (*modify)(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) = nullptr;
   // (Undo::kByRefund.) Raise the storage's errors: modify found no room
-  // for the call's new row (for_name: the name's bound), and a call under a
+  // for the call's new row (why: what modify returned), and a call under a
   // config its own transaction changed and has not committed (ConfigChangedHere:
   // such a storage's rows are not rolled back with the change).
-  void (*raise_no_room)(const LimitCall& call, bool for_name) = nullptr;
+  void (*raise_no_room)(const LimitCall& call, ModifyResult why) = nullptr;
   void (*raise_uncommitted_config)(const LimitCall& call) = nullptr;
   // PREPARE TRANSACTION while the transaction holds a grant the storage
   // would have to give back at its rollback: 0A000.

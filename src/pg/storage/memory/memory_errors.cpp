@@ -2,18 +2,41 @@
 #include "storage/memory/memory_errors.h"
 
 #include "shmem/stats.h"
+#include "storage/memory/memory_names.h"
 #include "support/errors.h"
 
 namespace ratelimit_pg {
 
-void RaiseMemoryNoRoom(const LimitCall& call, bool for_name) {
+void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
   CountMemoryFull(call);
-  if (for_name)
+  // An inline config's call is refused by the whole bound or by its half.
+  const char* share =
+      call.owner_config ? "" : ", or every one of the half that limits called with inline configs may take,";
+  if (why == ModifyResult::kNoRoomForName)
     ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                     errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
                            EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
+  if (why == ModifyResult::kNoRoomForNewName)
+    ereport(
+        ERROR,
+        (errcode(ERRCODE_OUT_OF_MEMORY),
+         errmsg("no room for memory rate limit \"%.*s\": the names memory limits may have are in use",
+                EchoLength(call.id.name, call.id.name_len), call.id.name),
+         errdetail("Every name memory limits may have%s has an entry that is not back in its initial state.",
+                   share),
+         errhint("Raise ratelimit.memory_max_keys (memory limits may have 1%% of it as names, at least "
+                 "10000 or all of it), or use fewer names.")));
+  if (why == ModifyResult::kNoRoomForLongIdentity)
+    ereport(ERROR,
+            (errcode(ERRCODE_OUT_OF_MEMORY),
+             errmsg("no room for memory rate limit \"%.*s\": the entries for a name and key of more than %d "
+                    "bytes together are in use",
+                    EchoLength(call.id.name, call.id.name_len), call.id.name, kMemoryCompactBytes),
+             errdetail("Every such entry%s holds a limit that is not back in its initial state.", share),
+             errhint("Raise ratelimit.memory_max_keys (1%% of it, at least 10000 or all of it, may be such "
+                     "entries), or pass a shorter key, such as a digest (md5(key)).")));
   ereport(ERROR,
           (errcode(ERRCODE_OUT_OF_MEMORY),
            errmsg("no room for memory rate limit \"%.*s\": ratelimit.memory_max_keys entries are in use",

@@ -4,14 +4,14 @@
 // a grant to give back.
 #pragma once
 
-#include "support/limit_call.h"
+#include "storage/seam.h"
 
 namespace ratelimit_pg {
 
-// Storage::raise_no_room: the call's new entry had no room; for_name: its
-// name's memoryKeys are in use, else ratelimit.memory_max_keys (counted in
-// ratelimit_stats.memory_full).
-[[noreturn]] void RaiseMemoryNoRoom(const LimitCall& call, bool for_name);
+// Storage::raise_no_room: the call's new entry had no room (why: its name's
+// memoryKeys are in use, ratelimit.memory_max_keys, the room for new names
+// or for long identities; counted in ratelimit_stats.memory_full).
+[[noreturn]] void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why);
 // Storage::raise_uncommitted_config: 55000 for a call under a config this
 // transaction changed and has not committed.
 [[noreturn]] void RaiseMemoryUncommittedConfig(const LimitCall& call);

@@ -18,11 +18,15 @@ struct NameKey {
 struct NameEntry {
   NameKey key;
   int64 entries;
+  bool inline_share;  // the name's slot is of the callers' share
 };
 
 struct NamesHeader {
-  uint64 seed;
+  uint64 seed;      // first: of the keys' hash
+  SlotQuota slots;  // names; the share: names made by entries of callers' inline configs
 };
+
+int (*names_most)() = nullptr;
 
 NamesHeader* names_header = nullptr;
 
@@ -39,7 +43,11 @@ int CompareNames(const void* a, const void* b, size_t, void*) {
   return std::memcmp(x->name, y->name, x->name_len) == 0 ? 0 : 1;
 }
 
-void InitNamesHeader(void* memory) { static_cast<NamesHeader*>(memory)->seed = NewTableSeed(); }
+void InitNamesHeader(void* memory) {
+  auto* header = static_cast<NamesHeader*>(memory);
+  header->seed = NewTableSeed();
+  InitSlotQuota(&header->slots);
+}
 
 dshash_table* Names() {
   void* h = nullptr;
@@ -56,23 +64,43 @@ NameKey NameOf(Oid database, const char* bytes, int len) {
   return name;
 }
 
+// Deletes a name of no entries (giving its slot back), else releases its lock.
+void DropOrRelease(dshash_table* names, NameEntry* entry) {
+  if (entry->entries > 0) {
+    dshash_release_lock(names, entry);
+    return;
+  }
+  ReleaseSlot(&names_header->slots, entry->inline_share);
+  dshash_delete_entry(names, entry);
+}
+
 }  // namespace
 
-bool CountMemoryName(Oid database, const char* bytes, int len, int64 most) {
+NameCount CountMemoryName(Oid database, const char* bytes, int len, int64 most, const EntrySlot& slot) {
   dshash_table* names = Names();
   NameKey name = NameOf(database, bytes, len);
   bool found = false;
   auto* entry = static_cast<NameEntry*>(dshash_find_or_insert(names, &name, &found));
-  if (!found) entry->entries = 0;
-  bool room = most <= 0 || entry->entries < most;
-  if (room) ++entry->entries;
-  bool empty = entry->entries == 0;
-  if (empty) {
-    dshash_delete_entry(names, entry);
-  } else {
-    dshash_release_lock(names, entry);
+  if (!found) {
+    entry->entries = 0;
+    entry->inline_share = slot.inline_share;
   }
-  return room;
+  NameCount counted = NameCount::kCounted;
+  if (most > 0 && entry->entries >= most) {
+    counted = NameCount::kNameFull;
+  } else if (!ReserveSlot(slot.quota, slot.most, slot.inline_share)) {
+    counted = NameCount::kEntriesFull;
+  } else if (!found && !ReserveSlot(&names_header->slots, names_most(), slot.inline_share)) {
+    ReleaseSlot(slot.quota, slot.inline_share);
+    counted = NameCount::kNamesFull;
+  }
+  if (counted != NameCount::kCounted && !found) {
+    dshash_delete_entry(names, entry);  // took no slot
+    return counted;
+  }
+  if (counted == NameCount::kCounted) ++entry->entries;
+  dshash_release_lock(names, entry);
+  return counted;
 }
 
 void UncountMemoryName(Oid database, const char* bytes, int len) {
@@ -80,14 +108,12 @@ void UncountMemoryName(Oid database, const char* bytes, int len) {
   NameKey name = NameOf(database, bytes, len);
   auto* entry = static_cast<NameEntry*>(dshash_find(names, &name, true));
   if (entry == nullptr) return;
-  if (--entry->entries <= 0) {
-    dshash_delete_entry(names, entry);
-  } else {
-    dshash_release_lock(names, entry);
-  }
+  --entry->entries;
+  DropOrRelease(names, entry);
 }
 
 void DefineMemoryNames(int (*max_names)()) {
+  names_most = max_names;
   DefineSharedTable(SharedTable::kMemoryNames,
                     SharedTableSpec{"ratelimit_memory_names", sizeof(NameKey), sizeof(NameEntry),
                                     CompareNames, HashName, sizeof(NamesHeader), InitNamesHeader, max_names});

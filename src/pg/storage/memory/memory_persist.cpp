@@ -13,6 +13,10 @@
 // behind while the server ran without the preload, or copied from another
 // cluster, is stale and dropped. It is renamed before it is read: a file
 // that stops a load is never read twice.
+//
+// A record is the entry's identity and row, not its layout in memory (the
+// compact and long tables of 0.9.0 write what 0.8.0's one table wrote):
+// format 3 since 0.8.0, read by 0.9.0 from a file 0.8.0 wrote.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

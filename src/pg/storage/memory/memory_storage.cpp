@@ -1,4 +1,4 @@
-// The memory storage (memory_storage.h) over a dshash table.
+// The memory storage (memory_storage.h) over two dshash tables.
 //
 // An entry is keyed by its identity whole (the database, and name and key
 // bytes, at most kIdentityBytes together): exact, with no collision to
@@ -7,13 +7,24 @@
 // RowWrite: state, kind tag, idle_at). A call takes the entry's partition
 // lock only (dshash's: one of 128), for as long as the core decides.
 //
-// Bounded: ratelimit.memory_max_keys entries, of which entries made under
-// callers' inline configs (not the owner's definitions or overrides) may
-// take half, so a caller with nothing but PUBLIC's grants can never take a
-// slot from the owner's defined limits. An entry idle at now (back in its
-// initial state) is the same as none; when the table is full a new key
-// sweeps the idle ones out first (a sweep takes the partition locks one at
-// a time), and only if every entry is live is there no room.
+// Two tables, so that the usual identity costs what it needs: a compact
+// entry (112 bytes, 128 with dshash's item header: a DSA size class) holds
+// a name and key of up to kMemoryCompactBytes together; a long one (296
+// bytes, 320 with the header) up to kIdentityBytes. An identity lives in the
+// one its length says, so each is found with one probe.
+//
+// Bounded: ratelimit.memory_max_keys entries of both tables together, of
+// which entries made under callers' inline configs (not the owner's
+// definitions or overrides) may take half, so a caller with nothing but
+// PUBLIC's grants can never take a slot from the owner's defined limits.
+// Long entries and distinct names (memory_names.h) are bounded each by
+// PartMost() (1 % of memory_max_keys, at least 10,000 or all of them),
+// with the same half for inline configs: with the preload, shared memory is
+// reserved for that many long entries and names, not for memory_max_keys.
+// An entry idle at now (back in its initial state) is the same as none; when
+// a bound is reached a new key sweeps the idle ones out first (a sweep takes
+// the partition locks one at a time), and only if they are live is there no
+// room.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -40,13 +51,28 @@ namespace ratelimit_pg {
 namespace {
 
 constexpr int kIdentityBytes = kMemoryIdentityBytes;
-constexpr uint32 kLayout = 0x524c4d31;  // "RLM1"
+constexpr int kCompactBytes = kMemoryCompactBytes;
+constexpr uint8 kNullKey = 0xFF;  // key_len of the NULL key
 
-struct MemoryKey {
+// An identity as both tables' keys begin: the database, the name's and the
+// key's lengths, then the name and key bytes (zero after them). A table's
+// key is its first 6 + capacity bytes.
+struct IdentityKey {
   Oid database;
-  int32 name_len;
-  int32 key_len;               // -1: the NULL key
-  char bytes[kIdentityBytes];  // the name, then the key; zero after them
+  uint8 name_len;
+  uint8 key_len;  // kNullKey: the NULL key
+  char bytes[kIdentityBytes];
+};
+
+// The row of an entry, packed: a RowWrite's values (keep_prev is a flag of
+// the entry) and the entry's life.
+struct PackedRow {
+  double value;
+  Micros ts;
+  double prev;
+  Micros idle_at;
+  Micros period;
+  uint64 incarnation;  // this life of the entry (StoredState's); 0: a placeholder
 };
 
 // An entry is made in two steps under its partition lock: inserted as a
@@ -55,48 +81,117 @@ struct MemoryKey {
 // room. An error between them (dshash's allocation of the names table) leaves
 // only a placeholder, which a sweep deletes: nothing is counted without its
 // entry, and no PG_CATCH gives anything back.
-struct MemoryEntry {
-  MemoryKey key;
-  RowWrite row;
-  uint64 incarnation;  // this life of the entry (StoredState's); 0: a placeholder
-  bool inline_share;   // made under a caller's inline config (a slot of the callers' share)
+template <int Capacity>
+struct EntryOf {
+  Oid database;
+  uint8 name_len;
+  uint8 key_len;
+  char bytes[Capacity];
+  uint8 inline_share;  // made under a caller's inline config (a slot of the callers' share)
+  uint8 keep_prev;     // the RowWrite's
+  PackedRow row;
+};
+using CompactEntry = EntryOf<kCompactBytes>;
+using LongEntry = EntryOf<kIdentityBytes>;
+
+static_assert(std::is_trivially_copyable_v<IdentityKey>);
+static_assert(offsetof(CompactEntry, bytes) == offsetof(IdentityKey, bytes));
+static_assert(offsetof(LongEntry, bytes) == offsetof(IdentityKey, bytes));
+// What docs/memory.md says an entry takes: 112 and 296 bytes, with dshash's
+// 16-byte item header 128 and 312, in the DSA's size classes 128 and 320
+// (scripts/memory-sizing-test.sh measures the whole).
+static_assert(sizeof(CompactEntry) == 112);
+static_assert(sizeof(LongEntry) == 296);
+
+// What the code needs of a table's entries.
+struct Layout {
+  SharedTable table;
+  int capacity;         // identity bytes
+  size_t key_size;      // the first key_size bytes of an entry
+  size_t flags_offset;  // inline_share, then keep_prev
+  size_t row_offset;
+  size_t entry_size;
 };
 
+constexpr Layout kCompact = {SharedTable::kMemoryLimits,           kCompactBytes,
+                             offsetof(CompactEntry, inline_share), offsetof(CompactEntry, inline_share),
+                             offsetof(CompactEntry, row),          sizeof(CompactEntry)};
+constexpr Layout kLong = {SharedTable::kMemoryLongLimits,    kIdentityBytes,
+                          offsetof(LongEntry, inline_share), offsetof(LongEntry, inline_share),
+                          offsetof(LongEntry, row),          sizeof(LongEntry)};
+constexpr const Layout* kLayouts[] = {&kCompact, &kLong};
+
 struct MemoryHeader {
-  uint64 seed;      // of the keys' hash
-  SlotQuota slots;  // entries; the share: entries made under callers' inline configs
+  uint64 seed;      // first: of the keys' hash
+  SlotQuota slots;  // entries of both tables; the share: entries made under callers' inline configs
   // No entry is idle before next_idle_at (microseconds; a bound, never
   // later than the earliest idle_at): a full table is swept only from then
   // on, or while a sweep runs (sweeps > 0). A sweep sets it to the earliest
   // idle_at it leaves; a write of an earlier one lowers it.
   pg_atomic_uint64 next_idle_at;
   pg_atomic_uint32 sweeps;
-  pg_atomic_uint64 incarnations;  // the last one given
+  pg_atomic_uint64 incarnations;  // the last one given (of both tables)
 };
 
-static_assert(std::is_trivially_destructible_v<MemoryKey>);
-static_assert(std::is_trivially_copyable_v<MemoryEntry>);
-// What docs/memory.md says an entry takes: 320 bytes, and dshash's 16-byte item
-// header (scripts/memory-sizing-test.sh measures the whole).
-static_assert(sizeof(MemoryEntry) == 320);
+struct LongHeader {
+  uint64 seed;      // first: of the keys' hash
+  SlotQuota slots;  // long entries; the share as MemoryHeader's
+};
 
 int memory_max_keys = 10000;
 
 int MaxKeys() { return memory_max_keys; }
 
-int UsedBytes(const MemoryKey& key) { return key.name_len + std::max(0, key.key_len); }
+// The most long entries, and distinct names: 1 % of memory_max_keys, at
+// least 10,000 (or memory_max_keys, if fewer).
+int PartMost() { return std::max(std::min(memory_max_keys, 10000), memory_max_keys / 100); }
+
+int UsedBytes(const IdentityKey& key) { return key.name_len + (key.key_len == kNullKey ? 0 : key.key_len); }
+
+const Layout& LayoutOf(const IdentityKey& key) { return UsedBytes(key) <= kCompactBytes ? kCompact : kLong; }
+
+// An entry's parts.
+const IdentityKey& KeyIn(const void* entry) { return *static_cast<const IdentityKey*>(entry); }
+const char* BytesIn(const void* entry) {
+  return static_cast<const char*>(entry) + offsetof(IdentityKey, bytes);
+}
+uint8* FlagsIn(void* entry, const Layout& layout) { return static_cast<uint8*>(entry) + layout.flags_offset; }
+PackedRow* RowIn(void* entry, const Layout& layout) {
+  return reinterpret_cast<PackedRow*>(static_cast<char*>(entry) + layout.row_offset);
+}
+const PackedRow* RowIn(const void* entry, const Layout& layout) {
+  return reinterpret_cast<const PackedRow*>(static_cast<const char*>(entry) + layout.row_offset);
+}
+bool InlineShare(const void* entry, const Layout& layout) {
+  return FlagsIn(const_cast<void*>(entry), layout)[0] != 0;
+}
+int KeyLen(const IdentityKey& key) { return key.key_len == kNullKey ? -1 : key.key_len; }
+
+// The RowWrite an entry holds.
+RowWrite RowOf(const void* entry, const Layout& layout) {
+  const PackedRow* row = RowIn(entry, layout);
+  RowWrite write{};
+  write.next.exists = true;
+  write.next.value = row->value;
+  write.next.ts = row->ts;
+  write.next.prev = row->prev;
+  write.keep_prev = FlagsIn(const_cast<void*>(entry), layout)[1] != 0;
+  write.idle_at = row->idle_at;
+  write.period = row->period;
+  return write;
+}
 
 // The hash of the key's bytes (database, lengths, name and key) under the
-// table's seed (arg: the header).
+// table's seed (arg: its header, which begins with the seed).
 dshash_hash HashKey(const void* v, size_t, void* arg) {
-  const auto* key = static_cast<const MemoryKey*>(v);
-  return SeededHash(key, static_cast<int>(offsetof(MemoryKey, bytes)) + UsedBytes(*key),
-                    static_cast<const MemoryHeader*>(arg)->seed);
+  const auto* key = static_cast<const IdentityKey*>(v);
+  return SeededHash(key, static_cast<int>(offsetof(IdentityKey, bytes)) + UsedBytes(*key),
+                    *static_cast<const uint64*>(arg));
 }
 
 int CompareKeys(const void* a, const void* b, size_t, void*) {
-  const auto* x = static_cast<const MemoryKey*>(a);
-  const auto* y = static_cast<const MemoryKey*>(b);
+  const auto* x = static_cast<const IdentityKey*>(a);
+  const auto* y = static_cast<const IdentityKey*>(b);
   if (x->database != y->database || x->name_len != y->name_len || x->key_len != y->key_len) return 1;
   return std::memcmp(x->bytes, y->bytes, UsedBytes(*x)) == 0 ? 0 : 1;
 }
@@ -110,27 +205,36 @@ void InitHeader(void* memory) {
   pg_atomic_init_u64(&header->incarnations, 0);
 }
 
+void InitLongHeader(void* memory) {
+  auto* header = static_cast<LongHeader*>(memory);
+  header->seed = NewTableSeed();
+  InitSlotQuota(&header->slots);
+}
+
 MemoryHeader* header = nullptr;
+LongHeader* long_header = nullptr;
 
-// The per-name count of a key's name (memory_names.h).
-bool CountNameEntry(const MemoryKey& key, int64 most) {
-  return CountMemoryName(key.database, key.bytes, key.name_len, most);
-}
+// The tables (both, or neither: nullptr without shared memory).
+struct Tables {
+  dshash_table* of[2];
+  dshash_table* For(const Layout& layout) const { return of[&layout == &kLong ? 1 : 0]; }
+};
 
-void UncountNameEntry(const MemoryKey& key) { UncountMemoryName(key.database, key.bytes, key.name_len); }
-
-// The table, or nullptr without shared memory.
-dshash_table* TableOrNull() {
+Tables TablesOrNull() {
   void* h = nullptr;
-  dshash_table* table = AttachSharedTable(SharedTable::kMemoryLimits, &h);
+  void* lh = nullptr;
+  Tables tables{{AttachSharedTable(SharedTable::kMemoryLimits, &h),
+                 AttachSharedTable(SharedTable::kMemoryLongLimits, &lh)}};
   header = static_cast<MemoryHeader*>(h);
-  return table;
+  long_header = static_cast<LongHeader*>(lh);
+  if (tables.of[0] == nullptr || tables.of[1] == nullptr) return Tables{{nullptr, nullptr}};
+  return tables;
 }
 
-// The table; without shared memory, the error naming the setting.
-dshash_table* Table() {
-  dshash_table* table = TableOrNull();
-  if (table == nullptr)
+// The tables; without shared memory, the error naming the setting.
+Tables TablesOrRaise() {
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr)
     ereport(ERROR,
             (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
              errmsg("memory limits need ratelimit in shared_preload_libraries on PostgreSQL %d",
@@ -139,29 +243,30 @@ dshash_table* Table() {
                        "PostgreSQL before 17 gives an extension only at server start."),
              errhint("Add ratelimit to shared_preload_libraries and restart the server, or use "
                      "\"storage\": \"table\".")));
-  return table;
+  return tables;
 }
 
 // The key of (database, name, key) (key_len -1: the NULL key); false when
 // the lengths are not an identity an entry can hold.
-bool TryMakeKey(Oid database, int name_len, int key_len, const char* name, const char* key, MemoryKey* out) {
+bool TryMakeKey(Oid database, int name_len, int key_len, const char* name, const char* key,
+                IdentityKey* out) {
   if (name_len < 0 || key_len < -1 || int64{name_len} + std::max(0, key_len) > kIdentityBytes) return false;
-  std::memset(out, 0, sizeof(MemoryKey));
+  std::memset(out, 0, sizeof(IdentityKey));
   out->database = database;
-  out->name_len = name_len;
-  out->key_len = key_len;
+  out->name_len = static_cast<uint8>(name_len);
+  out->key_len = key_len < 0 ? kNullKey : static_cast<uint8>(key_len);
   std::memcpy(out->bytes, name, name_len);
   if (key_len > 0) std::memcpy(out->bytes + name_len, key, key_len);
   return true;
 }
 
 // The key of a limit; false when its identity is longer than an entry holds.
-bool TryKeyOf(const LimitId& id, MemoryKey* key) {
+bool TryKeyOf(const LimitId& id, IdentityKey* key) {
   return TryMakeKey(MyDatabaseId, id.name_len, id.key != nullptr ? id.key_len : -1, id.name, id.key, key);
 }
 
-MemoryKey KeyOf(const LimitId& id) {
-  MemoryKey key;
+IdentityKey KeyOf(const LimitId& id) {
+  IdentityKey key;
   if (!TryKeyOf(id, &key))
     ereport(ERROR,
             (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -173,21 +278,45 @@ MemoryKey KeyOf(const LimitId& id) {
 }
 
 // Takes room for a new entry of `key`: its name's count (within
-// room.name_rows), then a slot (within memory_max_keys and the inline half).
-ModifyResult TakeRoom(const MemoryKey& key, const NewRowRoom& room) {
-  if (!CountNameEntry(key, room.name_rows)) return ModifyResult::kNoRoomForName;
-  if (ReserveSlot(&header->slots, memory_max_keys, room.inline_share)) return ModifyResult::kDone;
-  UncountNameEntry(key);
-  return ModifyResult::kNoRoom;
+// room.name_rows), a slot (within memory_max_keys and the inline half), a
+// new name's slot (within PartMost() and its half), and for a long identity
+// a long slot (within PartMost() and its half). The parts' bounds (never
+// above memory_max_keys) come last: while memory_max_keys is at most 10,000
+// they are never what refuses a call.
+ModifyResult TakeRoom(const IdentityKey& key, const Layout& layout, const NewRowRoom& room) {
+  EntrySlot slot{&header->slots, memory_max_keys, room.inline_share};
+  switch (CountMemoryName(key.database, key.bytes, key.name_len, room.name_rows, slot)) {
+    case NameCount::kNameFull:
+      return ModifyResult::kNoRoomForName;
+    case NameCount::kEntriesFull:
+      return ModifyResult::kNoRoom;
+    case NameCount::kNamesFull:
+      return ModifyResult::kNoRoomForNewName;
+    case NameCount::kCounted:
+      break;
+  }
+  if (&layout == &kLong && !ReserveSlot(&long_header->slots, PartMost(), room.inline_share)) {
+    ReleaseSlot(&header->slots, room.inline_share);
+    UncountMemoryName(key.database, key.bytes, key.name_len);
+    return ModifyResult::kNoRoomForLongIdentity;
+  }
+  return ModifyResult::kDone;
 }
 
-// Gives back what TakeRoom took.
-void ReleaseRoom(const MemoryKey& key, bool inline_share) {
+// Gives back what TakeRoom took for a live entry.
+void ReleaseRoom(const void* entry, const Layout& layout) {
+  bool inline_share = InlineShare(entry, layout);
+  if (&layout == &kLong) ReleaseSlot(&long_header->slots, inline_share);
   ReleaseSlot(&header->slots, inline_share);
-  UncountNameEntry(key);
+  const IdentityKey& key = KeyIn(entry);
+  UncountMemoryName(key.database, BytesIn(entry), key.name_len);
 }
 
-bool IdleAt(const MemoryEntry& entry, Micros now) { return now >= entry.row.idle_at; }
+bool Live(const void* entry, const Layout& layout) { return RowIn(entry, layout)->incarnation != 0; }
+
+bool IdleAt(const void* entry, const Layout& layout, Micros now) {
+  return now >= RowIn(entry, layout)->idle_at;
+}
 
 uint64 AsBound(Micros at) { return at < 0 ? 0 : static_cast<uint64>(at); }
 
@@ -200,8 +329,14 @@ void LowerNextIdle(Micros at) {
 }
 
 // Stores a row into an entry (its partition lock held exclusively).
-void Store(MemoryEntry* entry, const RowWrite& write) {
-  entry->row = write;
+void Store(void* entry, const Layout& layout, const RowWrite& write) {
+  PackedRow* row = RowIn(entry, layout);
+  row->value = write.next.value;
+  row->ts = write.next.ts;
+  row->prev = write.next.prev;
+  row->idle_at = write.idle_at;
+  row->period = write.period;
+  FlagsIn(entry, layout)[1] = write.keep_prev ? 1 : 0;
   LowerNextIdle(write.idle_at);
 }
 
@@ -210,9 +345,28 @@ bool SweepMayFree(Micros now) {
   return AsBound(now) >= pg_atomic_read_u64(&header->next_idle_at) || pg_atomic_read_u32(&header->sweeps) > 0;
 }
 
+// Deletes the entries of one table idle at `now` (see SweepIdle); how many.
+int64 SweepTable(dshash_table* table, const Layout& layout, Micros now, Oid database, uint64* earliest) {
+  bool all = database == InvalidOid;
+  int64 deleted = 0;
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, true);
+  while (void* entry = dshash_seq_next(&scan)) {
+    if (IdleAt(entry, layout, now) && (all || KeyIn(entry).database == database)) {
+      if (Live(entry, layout)) ReleaseRoom(entry, layout);
+      dshash_delete_current(&scan);
+      ++deleted;
+    } else {
+      *earliest = std::min(*earliest, AsBound(RowIn(entry, layout)->idle_at));
+    }
+  }
+  dshash_seq_term(&scan);
+  return deleted;
+}
+
 // Deletes every entry idle at `now` (of `database`; InvalidOid: of every
-// database, an idle entry being the same as none), a partition at a time;
-// how many.
+// database, an idle entry being the same as none), of both tables, a
+// partition at a time; how many.
 //
 // A sweep of every database also moves next_idle_at to the earliest idle_at
 // it leaves: raised to "never" as it starts (a concurrent write lowers it
@@ -220,7 +374,7 @@ bool SweepMayFree(Micros now) {
 // lowered to what it saw. Nothing in it can raise (dshash's scan and
 // deletes, and the names table's find and delete, neither allocate nor
 // wait for interrupts), so sweeps always comes back down.
-int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
+int64 SweepIdle(const Tables& tables, Micros now, Oid database) {
   bool all = database == InvalidOid;
   uint64 earliest = PG_UINT64_MAX;
   if (all) {
@@ -228,18 +382,8 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
     pg_atomic_write_u64(&header->next_idle_at, PG_UINT64_MAX);
   }
   int64 deleted = 0;
-  dshash_seq_status scan;
-  dshash_seq_init(&scan, table, true);
-  while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (IdleAt(*entry, now) && (all || entry->key.database == database)) {
-      if (entry->incarnation != 0) ReleaseRoom(entry->key, entry->inline_share);
-      dshash_delete_current(&scan);
-      ++deleted;
-    } else {
-      earliest = std::min(earliest, AsBound(entry->row.idle_at));
-    }
-  }
-  dshash_seq_term(&scan);
+  for (const Layout* layout : kLayouts)
+    deleted += SweepTable(tables.For(*layout), *layout, now, database, &earliest);
   if (all) {
     LowerNextIdle(static_cast<Micros>(std::min<uint64>(earliest, PG_INT64_MAX)));
     pg_atomic_fetch_sub_u32(&header->sweeps, 1);
@@ -250,14 +394,13 @@ int64 SweepIdle(dshash_table* table, Micros now, Oid database) {
 // The entry of `key`, found or inserted as a placeholder, its partition
 // lock held exclusively. May raise (no memory left in the area) before
 // anything is inserted or counted.
-MemoryEntry* FindOrInsert(dshash_table* table, const MemoryKey& key) {
+void* FindOrInsert(dshash_table* table, const Layout& layout, const IdentityKey& key) {
   bool found = false;
-  auto* entry = static_cast<MemoryEntry*>(dshash_find_or_insert(table, &key, &found));
+  void* entry = dshash_find_or_insert(table, &key, &found);
   if (!found) {
-    std::memset(static_cast<void*>(&entry->row), 0, sizeof entry->row);
-    entry->row.idle_at = PG_INT64_MIN;  // idle at once: a sweep deletes a placeholder left by an error
-    entry->incarnation = 0;
-    entry->inline_share = false;
+    std::memset(FlagsIn(entry, layout), 0, layout.entry_size - layout.flags_offset);
+    RowIn(entry, layout)->idle_at =
+        PG_INT64_MIN;  // idle at once: a sweep deletes a placeholder left by an error
   }
   return entry;
 }
@@ -265,62 +408,65 @@ MemoryEntry* FindOrInsert(dshash_table* table, const MemoryKey& key) {
 uint64 NewIncarnation() { return pg_atomic_add_fetch_u64(&header->incarnations, 1); }
 
 // Makes a placeholder live with `write`, if there is room (taken under its
-// lock: its name's count, then a slot); what TakeRoom says. Without room
+// lock: its name's count, then slots); what TakeRoom says. Without room
 // the placeholder is deleted (its lock with it).
-ModifyResult MakeLive(dshash_table* table, MemoryEntry* entry, const NewRowRoom& room, uint64 incarnation,
-                      const RowWrite& write) {
-  ModifyResult taken = TakeRoom(entry->key, room);
+ModifyResult MakeLive(dshash_table* table, const Layout& layout, void* entry, const NewRowRoom& room,
+                      uint64 incarnation, const RowWrite& write) {
+  ModifyResult taken = TakeRoom(KeyIn(entry), layout, room);
   if (taken != ModifyResult::kDone) {
     dshash_delete_entry(table, entry);
     return taken;
   }
-  entry->incarnation = incarnation;
-  entry->inline_share = room.inline_share;
-  Store(entry, write);
+  RowIn(entry, layout)->incarnation = incarnation;
+  FlagsIn(entry, layout)[0] = room.inline_share ? 1 : 0;
+  Store(entry, layout, write);
   dshash_release_lock(table, entry);
   return ModifyResult::kDone;
 }
 
 // An entry as a step reads it: a placeholder is no entry.
-StoredState StoredOf(const MemoryEntry& entry) {
-  if (entry.incarnation == 0) return NoStoredRow();
-  StoredState stored = StoredStateOfWrite(entry.row);
-  stored.incarnation = entry.incarnation;
+StoredState StoredOf(const void* entry, const Layout& layout) {
+  if (!Live(entry, layout)) return NoStoredRow();
+  StoredState stored = StoredStateOfWrite(RowOf(entry, layout));
+  stored.incarnation = RowIn(entry, layout)->incarnation;
   return stored;
 }
 
 // Deletes an entry whose partition lock is held, giving back what it counted.
-void DeleteEntry(dshash_table* table, MemoryEntry* entry) {
-  if (entry->incarnation != 0) ReleaseRoom(entry->key, entry->inline_share);
+void DeleteEntry(dshash_table* table, const Layout& layout, void* entry) {
+  if (Live(entry, layout)) ReleaseRoom(entry, layout);
   dshash_delete_entry(table, entry);
 }
 
 StoredState Read(const LimitId& id, ReadMode) {
-  MemoryKey key = KeyOf(id);
-  dshash_table* table = Table();
-  auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, false));
+  IdentityKey key = KeyOf(id);
+  const Layout& layout = LayoutOf(key);
+  dshash_table* table = TablesOrRaise().For(layout);
+  void* entry = dshash_find(table, &key, false);
   if (entry == nullptr) return NoStoredRow();
-  StoredState stored = StoredOf(*entry);
+  StoredState stored = StoredOf(entry, layout);
   dshash_release_lock(table, entry);
   return stored;
 }
 
 ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, void* context) {
-  MemoryKey key = KeyOf(id);
-  dshash_table* table = Table();
+  IdentityKey key = KeyOf(id);
+  const Layout& layout = LayoutOf(key);
+  Tables tables = TablesOrRaise();
+  dshash_table* table = tables.For(layout);
   bool swept = false;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
-    auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true));
+    void* entry = dshash_find(table, &key, true);
     if (entry == nullptr) {
       // No entry: a step that would write nothing to no row needs none.
       RowWrite write;
       if (!step(NoStoredRow(), context, &write)) return ModifyResult::kDone;
-      entry = FindOrInsert(table, key);
+      entry = FindOrInsert(table, layout, key);
     }
     RowWrite write;
-    if (entry->incarnation != 0) {
-      if (step(StoredOf(*entry), context, &write)) Store(entry, write);
+    if (Live(entry, layout)) {
+      if (step(StoredOf(entry, layout), context, &write)) Store(entry, layout, write);
       dshash_release_lock(table, entry);
       return ModifyResult::kDone;
     }
@@ -331,71 +477,93 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
       dshash_delete_entry(table, entry);
       return ModifyResult::kDone;
     }
-    ModifyResult taken = MakeLive(table, entry, room, none.incarnation, write);
+    ModifyResult taken = MakeLive(table, layout, entry, room, none.incarnation, write);
     if (taken == ModifyResult::kDone) return taken;
     // Full: sweep the idle entries out (no lock held now), unless none can be idle yet.
     Micros now = MemorySweepClock();
     if (swept || !SweepMayFree(now)) return taken;
-    SweepIdle(table, now, InvalidOid);
+    SweepIdle(tables, now, InvalidOid);
     swept = true;
   }
 }
 
 bool DeleteLimit(const LimitId& id) {
-  MemoryKey key;
-  dshash_table* table = TableOrNull();
-  if (table == nullptr || !TryKeyOf(id, &key)) return false;  // none can be stored
-  auto* entry = static_cast<MemoryEntry*>(dshash_find(table, &key, true));
+  IdentityKey key;
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr || !TryKeyOf(id, &key)) return false;  // none can be stored
+  const Layout& layout = LayoutOf(key);
+  dshash_table* table = tables.For(layout);
+  void* entry = dshash_find(table, &key, true);
   if (entry == nullptr) return false;
-  bool live = entry->incarnation != 0;
-  DeleteEntry(table, entry);
+  bool live = Live(entry, layout);
+  DeleteEntry(table, layout, entry);
   return live;
 }
 
 int64 DeleteIdle(Micros now) {
-  dshash_table* table = TableOrNull();
-  return table == nullptr ? 0 : SweepIdle(table, std::min(now, MemorySweepClock()), MyDatabaseId);
+  Tables tables = TablesOrNull();
+  return tables.of[0] == nullptr ? 0 : SweepIdle(tables, std::min(now, MemorySweepClock()), MyDatabaseId);
 }
 
 // (name, key NULL first) byte order (CompareIdentity), as the table's rows
-// are listed.
+// are listed; of entries of either table.
 int CompareEntries(const void* left, const void* right) {
-  const MemoryKey& a = static_cast<const MemoryEntry*>(left)->key;
-  const MemoryKey& b = static_cast<const MemoryEntry*>(right)->key;
-  return CompareIdentity(a.bytes, a.name_len, a.bytes + a.name_len, a.key_len, b.bytes, b.name_len,
-                         b.bytes + b.name_len, b.key_len);
+  const IdentityKey& a = KeyIn(left);
+  const IdentityKey& b = KeyIn(right);
+  const char* a_bytes = BytesIn(left);
+  const char* b_bytes = BytesIn(right);
+  return CompareIdentity(a_bytes, a.name_len, a_bytes + a.name_len, KeyLen(a), b_bytes, b.name_len,
+                         b_bytes + b.name_len, KeyLen(b));
 }
 
-// Keeps a live entry of this database (a placeholder is no entry).
-bool CopyLiveEntry(void* entry, void* out, void*) {
-  const auto* e = static_cast<const MemoryEntry*>(entry);
-  if (e->incarnation == 0 || e->key.database != MyDatabaseId) return false;
-  *static_cast<MemoryEntry*>(out) = *e;
+// Keeps a live entry of this database (a placeholder is no entry); arg: its layout.
+bool CopyLiveEntry(void* entry, void* out, void* arg) {
+  const auto* layout = static_cast<const Layout*>(arg);
+  if (!Live(entry, *layout) || KeyIn(entry).database != MyDatabaseId) return false;
+  std::memcpy(out, entry, layout->entry_size);
   return true;
 }
 
-void ScanStatus(StatusRowSink sink, void* context) {
-  dshash_table* table = TableOrNull();
-  if (table == nullptr) return;
-  void* copied = nullptr;
-  int count = CopySorted(table, sizeof(MemoryEntry), CopyLiveEntry, nullptr, CompareEntries, &copied);
-  auto* entries = static_cast<MemoryEntry*>(copied);
-  for (int i = 0; i < count; ++i) {
-    CHECK_FOR_INTERRUPTS();
-    const MemoryKey& key = entries[i].key;
-    KeyedRow row{};
-    row.id.name_text = cstring_to_text_with_len(key.bytes, key.name_len);
-    row.id.name = VARDATA_ANY(row.id.name_text);
-    row.id.name_len = key.name_len;
-    if (key.key_len >= 0) {
-      row.id.key_text = cstring_to_text_with_len(key.bytes + key.name_len, key.key_len);
-      row.id.key = VARDATA_ANY(row.id.key_text);
-      row.id.key_len = key.key_len;
-    }
-    row.stored = StoredOf(entries[i]);
-    sink(row, context);
+// Hands one copied entry to the sink as a status row.
+void SinkEntry(const void* entry, const Layout& layout, StatusRowSink sink, void* context) {
+  const IdentityKey& key = KeyIn(entry);
+  const char* bytes = BytesIn(entry);
+  KeyedRow row{};
+  row.id.name_text = cstring_to_text_with_len(bytes, key.name_len);
+  row.id.name = VARDATA_ANY(row.id.name_text);
+  row.id.name_len = key.name_len;
+  if (key.key_len != kNullKey) {
+    row.id.key_text = cstring_to_text_with_len(bytes + key.name_len, key.key_len);
+    row.id.key = VARDATA_ANY(row.id.key_text);
+    row.id.key_len = key.key_len;
   }
-  pfree(entries);
+  row.stored = StoredOf(entry, layout);
+  sink(row, context);
+}
+
+// Both tables' live entries of this database, each table copied and sorted
+// on its own, handed over merged in identity order.
+void ScanStatus(StatusRowSink sink, void* context) {
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr) return;
+  void* copied[2];
+  int counts[2];
+  for (int t = 0; t < 2; ++t)
+    counts[t] = CopySorted(tables.of[t], kLayouts[t]->entry_size, CopyLiveEntry,
+                           const_cast<Layout*>(kLayouts[t]), CompareEntries, &copied[t]);
+  int next[2] = {0, 0};
+  while (next[0] < counts[0] || next[1] < counts[1]) {
+    CHECK_FOR_INTERRUPTS();
+    const void* heads[2];
+    for (int t = 0; t < 2; ++t)
+      heads[t] =
+          next[t] < counts[t] ? static_cast<char*>(copied[t]) + kLayouts[t]->entry_size * next[t] : nullptr;
+    int t = heads[1] == nullptr || (heads[0] != nullptr && CompareEntries(heads[0], heads[1]) <= 0) ? 0 : 1;
+    SinkEntry(heads[t], *kLayouts[t], sink, context);
+    ++next[t];
+  }
+  pfree(copied[0]);
+  pfree(copied[1]);
 }
 
 constexpr Storage kMemoryStorage = {
@@ -423,43 +591,49 @@ void DefineMemoryStorage() {
   DefineCustomIntVariable(
       "ratelimit.memory_max_keys",
       "How many limits with \"storage\": \"memory\" shared memory holds (name and key pairs).",
-      "Half of them may be made under callers' inline configs. With shared_preload_libraries = 'ratelimit' "
-      "it sizes the shared memory at server start.",
+      "Half of them may be made under callers' inline configs. Entries whose name and key take more than 56 "
+      "bytes together, and distinct names, may each be 1% of it, at least 10000 (or all of it), with the "
+      "same "
+      "half. With shared_preload_libraries = 'ratelimit' it sizes the shared memory at server start.",
       &memory_max_keys, 10000, 1, 100000000, context, 0, nullptr, nullptr, nullptr);
   DefineSharedTable(SharedTable::kMemoryLimits,
-                    SharedTableSpec{"ratelimit_memory", sizeof(MemoryKey), sizeof(MemoryEntry), CompareKeys,
+                    SharedTableSpec{"ratelimit_memory", kCompact.key_size, kCompact.entry_size, CompareKeys,
                                     HashKey, sizeof(MemoryHeader), InitHeader, MaxKeys});
-  DefineMemoryNames(MaxKeys /* at most one name per entry */);
+  DefineSharedTable(SharedTable::kMemoryLongLimits,
+                    SharedTableSpec{"ratelimit_memory_long", kLong.key_size, kLong.entry_size, CompareKeys,
+                                    HashKey, sizeof(LongHeader), InitLongHeader, PartMost});
+  DefineMemoryNames(PartMost);
 }
 
 const Storage& MemoryStorage() { return kMemoryStorage; }
 
-size_t MemoryEntryBytes() { return sizeof(MemoryEntry) + 16; }
-
 int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context) {
-  dshash_table* table = TableOrNull();
-  if (table == nullptr) return 0;
-  // Straight from the table, a partition at a time under its shared lock
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr) return 0;
+  // Straight from the tables, a partition at a time under its shared lock
   // (at shutdown: nobody else runs).
   int64 visited = 0;
-  dshash_seq_status scan;
-  dshash_seq_init(&scan, table, false);
-  while (auto* entry = static_cast<MemoryEntry*>(dshash_seq_next(&scan))) {
-    if (entry->incarnation == 0 || IdleAt(*entry, now)) continue;
-    MemoryRecord record{};
-    record.database = entry->key.database;
-    record.name_len = entry->key.name_len;
-    record.key_len = entry->key.key_len;
-    record.bytes = entry->key.bytes;
-    record.row = entry->row;
-    record.inline_share = entry->inline_share;
-    if (!visit(record, context)) {
-      visited = -1;
-      break;
+  for (const Layout* layout : kLayouts) {
+    dshash_seq_status scan;
+    dshash_seq_init(&scan, tables.For(*layout), false);
+    while (void* entry = dshash_seq_next(&scan)) {
+      if (!Live(entry, *layout) || IdleAt(entry, *layout, now)) continue;
+      const IdentityKey& key = KeyIn(entry);
+      MemoryRecord record{};
+      record.database = key.database;
+      record.name_len = key.name_len;
+      record.key_len = KeyLen(key);
+      record.bytes = BytesIn(entry);
+      record.row = RowOf(entry, *layout);
+      record.inline_share = InlineShare(entry, *layout);
+      if (!visit(record, context)) {
+        dshash_seq_term(&scan);
+        return -1;
+      }
+      ++visited;
     }
-    ++visited;
+    dshash_seq_term(&scan);
   }
-  dshash_seq_term(&scan);
   return visited;
 }
 
@@ -468,17 +642,19 @@ int MemoryIdentityBytes() { return kIdentityBytes; }
 Micros MemorySweepClock() { return std::min(ClockNow(), RealClockNow()); }
 
 bool RestoreMemoryEntry(const MemoryRecord& record) {
-  dshash_table* table = TableOrNull();
-  MemoryKey key;
-  if (table == nullptr || !TryMakeKey(record.database, record.name_len, record.key_len, record.bytes,
-                                      record.bytes + std::max(0, record.name_len), &key))
+  Tables tables = TablesOrNull();
+  IdentityKey key;
+  if (tables.of[0] == nullptr || !TryMakeKey(record.database, record.name_len, record.key_len, record.bytes,
+                                             record.bytes + std::max(0, record.name_len), &key))
     return false;
-  MemoryEntry* entry = FindOrInsert(table, key);
-  if (entry->incarnation != 0) {  // twice in one file: the first stands
+  const Layout& layout = LayoutOf(key);
+  dshash_table* table = tables.For(layout);
+  void* entry = FindOrInsert(table, layout, key);
+  if (Live(entry, layout)) {  // twice in one file: the first stands
     dshash_release_lock(table, entry);
     return false;
   }
-  return MakeLive(table, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row) ==
+  return MakeLive(table, layout, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row) ==
          ModifyResult::kDone;
 }
 

@@ -16,8 +16,6 @@ namespace ratelimit_pg {
 // before RequestSharedTables.
 void DefineMemoryStorage();
 const Storage& MemoryStorage();
-// The bytes one entry takes in shared memory (its DSA allocation).
-size_t MemoryEntryBytes();
 
 // One entry as memory_persist.cpp saves and restores it.
 struct MemoryRecord {
