@@ -569,10 +569,29 @@ SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
 SELECT 'server changed, new:', cardinality(string_to_array(pg_temp.routed(), ',')),
        NOT (string_to_array(pg_temp.settle('none'), ',') && string_to_array(:'first', ','));
 ALTER SERVER ratelimit OPTIONS (DROP connection_lifetime);
+-- A cluster the router cannot use (in a transaction rolled back: a wrapper
+-- without PL/Proxy's validator lets a bad partition list through).
+BEGIN;
+ALTER SERVER ratelimit RENAME TO ratelimit_real;
+SELECT 'no server:', pg_temp.state_of(\$s\$$call\$s\$);
+CREATE FOREIGN DATA WRAPPER rl_no_validator;
+CREATE SERVER ratelimit FOREIGN DATA WRAPPER rl_no_validator OPTIONS (p0 'dbname=rl_p0', p2 'dbname=rl_p2');
+SELECT 'no user mapping:', left(pg_temp.state_of(\$s\$$call\$s\$), 32);
+CREATE USER MAPPING FOR PUBLIC SERVER ratelimit;
+SELECT 'missing partition:', pg_temp.state_of(\$s\$$call\$s\$);
+ALTER SERVER ratelimit OPTIONS (ADD p1 'dbname=rl_p1');
+SELECT 'three partitions:', pg_temp.state_of(\$s\$$call\$s\$);
+ROLLBACK;
+SELECT 'back:', pg_temp.state_of(\$s\$$call\$s\$);
 SQL
   ) || { echo "$out"; out=failed; }
-  check "router connections: one per partition, USAGE on the server needed, kept by the session, new ones after the server changed" \
-    "$(printf 'connections 4\n0\nkept: t\nno usage: 42501 permission denied for foreign server ratelimit\nusage: no error\nserver changed, new: 4 t')" \
+  check "router connections: one per partition, USAGE on the server needed, kept by the session, new ones after the server changed; an unusable cluster's errors" \
+    "$(printf '%s\n' 'connections 4' 0 'kept: t' 'no usage: 42501 permission denied for foreign server ratelimit' \
+         'usage: no error' 'server changed, new: 4 t' 'no server: 42704 ratelimit_proxy: there is no server "ratelimit"' \
+         'no user mapping: 42704 user mapping not found for' \
+         'missing partition: HV00D ratelimit_proxy: the partitions of server "ratelimit" are not valid: a number is missing or repeated' \
+         'three partitions: HV00D ratelimit_proxy: the partitions of server "ratelimit" are not valid: their number is not a power of 2' \
+         'back: no error')" \
     "$(echo "$out" | grep -v '^t$')"
 
   # A row of the partition locked for 4 seconds by a transaction there.

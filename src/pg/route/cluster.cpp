@@ -97,6 +97,7 @@ char* UserOptions(Oid server) {
 }
 
 void Read() {
+  valid = false;
   ForeignServer* server = GetForeignServerByName(kClusterName, true);
   if (server == nullptr)
     ereport(ERROR,
@@ -111,11 +112,10 @@ void Read() {
   if (cluster_context == nullptr)
     cluster_context =
         AllocSetContextCreate(TopMemoryContext, "ratelimit router cluster", ALLOCSET_SMALL_SIZES);
-  MemoryContext caller = CurrentMemoryContext;
-  // Read into a fresh child, then swap: an error leaves the old one.
-  MemoryContext fresh =
-      AllocSetContextCreate(cluster_context, "ratelimit router cluster data", ALLOCSET_SMALL_SIZES);
-  MemoryContextSwitchTo(fresh);
+  // The old definition (and what a failed read left) goes: nothing points
+  // into it while valid is false.
+  MemoryContextReset(cluster_context);
+  MemoryContext caller = MemoryContextSwitchTo(cluster_context);
   char* user_options = UserOptions(server->serverid);
   int count = list_length(server->options);
   auto** strings = static_cast<char**>(palloc0(sizeof(char*) * (count + 1)));
@@ -149,12 +149,6 @@ void Read() {
     RaiseBadCluster("their number is not a power of 2");
   MemoryContextSwitchTo(caller);
 
-  // Only now is the old definition dropped.
-  for (MemoryContext child = cluster_context->firstchild; child != nullptr;) {
-    MemoryContext after = child->nextchild;
-    if (child != fresh) MemoryContextDelete(child);
-    child = after;
-  }
   next.name = kClusterName;
   next.partitions = partitions;
   next.connect_strings = strings;
