@@ -535,6 +535,18 @@ BEGIN
   END LOOP;
   RETURN n;
 END \$\$;
+-- Waits (up to 60 seconds) until the holder holds its row (its sleep
+-- runs), or until it is gone.
+CREATE FUNCTION pg_temp.holder(holding boolean) RETURNS boolean LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN holding = EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'ratelimit_holder'
+                                AND (NOT holding OR query LIKE '%pg_sleep%'));
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN true;
+END \$\$;
 CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
 BEGIN
   EXECUTE statement;
@@ -594,9 +606,12 @@ SQL
          'back: no error')" \
     "$(echo "$out" | grep -v '^t$')"
 
-  # A row of the partition locked for 4 seconds by a transaction there.
+  # A row of the partition locked for 6 seconds by a transaction there
+  # (application ratelimit_holder: the router's session waits until it
+  # holds the row, and until it is gone, whatever the machine's speed).
   hold() {
-    psql_in -h "$MAIN_HOST" -d "rl_p$part" -c "BEGIN" -c "$call" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null
+    psql_in -h "$MAIN_HOST" -d "rl_p$part" -c "SET application_name = 'ratelimit_holder'" -c "BEGIN" -c "$call" \
+      -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null
   }
   local what
   for what in statement_timeout query_timeout; do
@@ -605,14 +620,14 @@ SQL
     out=$(psql_in -At -F ' ' -d "$db" 2>&1 <<SQL
 $TRANSPORT_HELPERS
 SELECT count(*) >= 0 FROM ratelimit_proxy_stats();
-SELECT pg_sleep(1);
+SELECT pg_temp.holder(true);
 $(if [ $what = statement_timeout ]; then echo "SET statement_timeout = '300ms';";
   else echo "ALTER SERVER ratelimit OPTIONS (ADD query_timeout '1');"; fi)
 SELECT 'call:', pg_temp.state_of(\$s\$$call\$s\$);
 RESET statement_timeout;
 SELECT 'waiting:', pg_temp.waiting();
 $([ $what = query_timeout ] && echo "ALTER SERVER ratelimit OPTIONS (DROP query_timeout);")
-SELECT pg_sleep(3.5);
+SELECT pg_temp.holder(false);
 SELECT 'next call:', pg_temp.state_of(\$s\$$call\$s\$);
 SQL
     ) || { echo "$out"; out=failed; }
