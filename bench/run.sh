@@ -37,7 +37,7 @@
 #                               rows, its goals, and new/baseline per cell. Both
 #                               builds must fit the installed SQL scripts.
 #
-# Memory limits (issue 19): when workload 6a or 6b is selected, the server
+# Memory limits (issue 19): when workload 6a, 6b or 6c is selected, the server
 # is restarted with shared_preload_libraries = the pinned library (a memory
 # limit needs the preload on PostgreSQL 15) and ratelimit.memory_max_keys =
 # BENCH_MEMORY_MAX_KEYS; every workload of that run then runs on the
@@ -115,6 +115,7 @@ WORKLOADS=(
   "5g|w05g_refused_hot|ratelimit_limit refused, hot key"
   "6a|w06a_memory_random|ratelimit_limit memory storage, inline config, random key"
   "6b|w06b_memory_hot|ratelimit_limit memory storage, inline config, hot key"
+  "6c|w06c_memory_from_random|SELECT * FROM ratelimit_limit memory storage, random key"
   "r6a|redis_random|Redis Lua token bucket (EVALSHA), random key"
   "r6b|redis_hot|Redis Lua token bucket (EVALSHA), hot key"
 )
@@ -149,11 +150,11 @@ selected() {
 }
 # Whether the run needs the preloaded server (a memory workload), or Redis.
 MEMORY=0
-if selected 6a || selected 6b; then MEMORY=1; fi
+if selected 6a || selected 6b || selected 6c; then MEMORY=1; fi
 REDIS=0
 if selected r6a || selected r6b; then REDIS=1; fi
 [ "$MEMORY" -eq 0 ] || [ -z "$BENCH_BASELINE_SO" ] ||
-  { echo "BENCH_BASELINE_SO cannot be combined with the memory workloads 6a and 6b (the library is preloaded)" >&2; exit 2; }
+  { echo "BENCH_BASELINE_SO cannot be combined with the memory workloads 6a, 6b and 6c (the library is preloaded)" >&2; exit 2; }
 source "$BENCH_DIR/redis.sh"
 
 WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
