@@ -55,8 +55,9 @@
 # new ones after the server changes, cancelled and timed-out calls
 # (run_transport); and, over two partition databases of their own, their
 # connection_lifetime, a connection terminated while idle and during a
-# RUN ON ALL call, and a partition answering another row shape
-# (run_transport_failures).
+# RUN ON ALL call, a partition's notices, a partition answering another
+# row shape, plans invalidated during calls, and the memory failed calls
+# leave (run_transport_failures).
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
 # failure too. The databases it creates in the main cluster stay there.
@@ -659,10 +660,16 @@ SQL
 #     its statement waits for a row lock on the second partition, the
 #     first one's answer already read): 08006 naming the partition, and
 #     the next call works, one connection per partition left;
+#   - a partition's notice and warning: passed to the client, in order,
+#     before the answer, the connection kept;
 #   - a partition that answers another row shape (its ratelimit_stats view
 #     given one more column): 42804 naming it, the first partition's
 #     answer already read; the next calls on both partitions work, on the
-#     same partition backends.
+#     same partition backends;
+#   - calls whose plan a function change in another session invalidates
+#     while they run: every one answered;
+#   - calls that time out on the second partition after the first one
+#     answered: no libpq memory left behind (the resident size).
 # Waits are for conditions (bounded, 60 seconds), never for a fixed time.
 FAILURE_HELPERS="
 SET client_min_messages = warning;
@@ -806,6 +813,44 @@ SQL
          'lost during the call: 08006 public.ratelimit_proxy_define(2): [rl_f1] connection lost: FATAL:  terminating connection due to administrator command' \
          'next call: no error' 'connections: t t')" \
     "$(echo "$out" | grep '^[a-z ]*:' | grep -v '^CONTEXT:')"
+
+  # A partition's notices and warnings reach the router's client as
+  # PL/Proxy passes them (rl_f0's ratelimit_stats raises them at its first
+  # call in a partition backend, while public.noise has a row), in order,
+  # before the answer; the connection stays.
+  psql_in -d rl_f0 -f - >/dev/null <<'SQL'
+CREATE TABLE public.noise (level text);
+INSERT INTO public.noise VALUES ('on');
+CREATE FUNCTION public.noisy() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT FROM public.noise) AND current_setting('rl_test.noisy', true) IS NULL THEN
+    PERFORM set_config('rl_test.noisy', 'done', false);
+    RAISE NOTICE 'first from %', current_database() USING HINT = 'a hint';
+    RAISE WARNING 'then from %', current_database();
+  END IF;
+  RETURN true;
+END $$;
+DO $$ BEGIN
+  EXECUTE format('CREATE OR REPLACE VIEW public.ratelimit_stats AS SELECT s.* FROM (%s) AS s WHERE (SELECT public.noisy())',
+                 rtrim(pg_get_viewdef('public.ratelimit_stats'::regclass), ';'));
+END $$;
+SQL
+  out=$(psql_in -At -F ' ' -d router_failures 2>&1 <<SQL
+$FAILURE_HELPERS
+SET client_min_messages = notice;
+SELECT 'answered:', count(*) >= 0 FROM ratelimit_proxy_stats();
+SET client_min_messages = warning;
+SELECT pg_temp.pids('rl_f0') AS p0 \gset
+SELECT 'quiet after:', count(*) >= 0 FROM ratelimit_proxy_stats();
+SELECT 'same backend:', pg_temp.pids('rl_f0') = :'p0';
+SQL
+  ) || { echo "$out"; out=failed; }
+  psql_in -d rl_f0 -c "DELETE FROM public.noise" >/dev/null
+  check "router connections: a partition's notice and warning reach the client as PL/Proxy passes them, in order, before the answer; the connection stays" \
+    "$(printf '%s\n' 'NOTICE:  public.ratelimit_proxy_stats(0): [rl_f0] REMOTE NOTICE: first from rl_f0' 'HINT:  Remote hint: a hint' \
+         'WARNING:  public.ratelimit_proxy_stats(0): [rl_f0] REMOTE WARNING: then from rl_f0' 'answered: t' \
+         'quiet after: t' 'same backend: t')" \
+    "$(echo "$out" | grep -v '^t$\|^$\|^CONTEXT:\|^PL/pgSQL\|^SQL statement')"
 
   # rl_f1's ratelimit_stats with one column more than the router's
   # statement expects (the router's ratelimit_proxy_stats: the server, then
