@@ -139,11 +139,21 @@ MemoryContext plan_context = nullptr;
 RoutedPlan** plans = nullptr;
 int plan_count = 0;
 constexpr int kMostPlans = 64;
+// A function or type changed: the plans are made again at the next call.
+// Only flagged here: an invalidation arrives whenever a catalog is read
+// (the cluster's, a plan's own lookups), in the middle of a call that
+// still uses its plan, so the plans are freed only when a call begins.
+bool plans_stale = false;
 
-void ForgetPlans(Datum, int, uint32) {
-  if (plan_context != nullptr) MemoryContextReset(plan_context);
+void ForgetPlans(Datum, int, uint32) { plans_stale = true; }
+
+// Frees the plans if a change made them stale; at the start of a call only.
+void DropStalePlans() {
+  if (!plans_stale || plan_context == nullptr) return;
+  MemoryContextReset(plan_context);
   plans = nullptr;
   plan_count = 0;
+  plans_stale = false;
 }
 
 RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
@@ -205,7 +215,10 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
   return plan;
 }
 
+// The call's plan, valid until the call ends (a change seen during the
+// call frees it only at the next one).
 RoutedPlan* PlanOf(FunctionCallInfo fcinfo) {
+  DropStalePlans();
   Oid function = fcinfo->flinfo->fn_oid;
   for (int i = 0; i < plan_count; ++i)
     if (plans[i]->function == function) return plans[i];

@@ -31,9 +31,14 @@ bool callbacks_registered = false;
 Oid read_for_user = InvalidOid;
 MemoryContext cluster_context = nullptr;
 
+// Invalidations seen: one that arrives while Read reads the catalogs
+// (each lookup can deliver them) leaves the definition it made invalid.
+uint64 invalidations = 0;
+
 void Invalidate(Datum, int, uint32) {
   valid = false;
   changed = true;
+  ++invalidations;
 }
 
 void RegisterCallbacks() {
@@ -98,6 +103,7 @@ char* UserOptions(Oid server) {
 
 void Read() {
   valid = false;
+  uint64 invalidations_before = invalidations;
   ForeignServer* server = GetForeignServerByName(kClusterName, true);
   if (server == nullptr)
     ereport(ERROR,
@@ -156,8 +162,11 @@ void Read() {
   next.generation = cluster.generation + (changed ? 1 : 0);
   cluster = next;
   read_for_user = GetUserId();
-  valid = true;
-  changed = false;
+  // A change seen during the read: this call uses what was read (as a call
+  // begun before the change would), the next one reads again, and opens
+  // new connections.
+  valid = invalidations == invalidations_before;
+  changed = !valid;
 }
 
 }  // namespace

@@ -23,14 +23,15 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
+// One per connect string, allocated on its own (never moved: its address
+// is libpq's notice receiver argument and a call's list of connections).
 struct Connection {
-  char* connect_string;
-  PGconn* conn;  // nullptr: closed
+  const char* connect_string;  // in the same allocation
+  PGconn* conn;                // nullptr: closed
   // Waits for its answers: this backend's latch, the postmaster's death and
   // the socket, made once per connection (a set made per wait would cost
   // an epoll instance and three system calls more each time).
   WaitEventSet* wait_set;
-  uint64 generation;  // the cluster definition's it was opened under
   TimestampTz opened_at;
   // A statement was sent and its answer not read to the end (an error or a
   // cancel came in between): the connection cannot be used again.
@@ -41,13 +42,43 @@ struct Connection {
 };
 
 MemoryContext context = nullptr;
-Connection* connections = nullptr;
+Connection** connections = nullptr;
 int connection_count = 0;
 int connection_size = 0;
 bool hooks_registered = false;
+// The cluster definition the connections were opened under.
+uint64 connections_generation = 0;
 
 // The statement being run, for the notices a partition sends with it.
 const RemoteStatement* running = nullptr;
+
+// A partition's error or notice, its fields copied out of libpq's result
+// (so the result can be freed before anything is raised).
+struct RemoteMessage {
+  const char* state;
+  const char* severity;
+  const char* message;
+  const char* detail;
+  const char* hint;
+  const char* context;
+};
+
+// The notices partitions sent during the statement, raised once libpq has
+// returned (RaiseNotices): a notice raised inside libpq's receiver could
+// longjmp out of libpq (a cancel is checked for by every ereport) and leak
+// the result libpq made for it.
+struct QueuedNotice {
+  RemoteMessage message;
+  const char* database;
+  QueuedNotice* next;
+};
+QueuedNotice* notices = nullptr;  // in the call's memory context
+QueuedNotice** notices_end = &notices;
+
+void ForgetNotices() {
+  notices = nullptr;
+  notices_end = &notices;
+}
 
 void Close(Connection* c) {
   if (c->conn != nullptr) {
@@ -75,8 +106,9 @@ void Close(Connection* c) {
 // aborts, so every busy connection is one an error left.
 void CloseBusy() {
   for (int i = 0; i < connection_count; ++i)
-    if (connections[i].busy) Close(&connections[i]);
+    if (connections[i]->busy) Close(connections[i]);
   running = nullptr;
+  ForgetNotices();
 }
 
 void AtTransactionEnd(XactEvent event, void*) {
@@ -90,7 +122,20 @@ void AtSubtransactionEnd(SubXactEvent event, SubTransactionId, SubTransactionId,
 
 // At backend exit: every connection closed politely.
 void AtExit(int, Datum) {
-  for (int i = 0; i < connection_count; ++i) Close(&connections[i]);
+  for (int i = 0; i < connection_count; ++i) Close(connections[i]);
+}
+
+// After the cluster's definition changed, every connection goes, the
+// partitions no longer in it too (they would otherwise stay open, idle,
+// for the backend's life).
+void ForgetStaleConnections(const RouterCluster& cluster) {
+  if (cluster.generation == connections_generation) return;
+  for (int i = 0; i < connection_count; ++i) Close(connections[i]);
+  MemoryContextReset(context);
+  connections = nullptr;
+  connection_count = 0;
+  connection_size = 0;
+  connections_generation = cluster.generation;
 }
 
 void RegisterHooks() {
@@ -129,26 +174,35 @@ char* MessageOf(PGconn* conn) {
   pg_unreachable();
 }
 
-// A partition's error or notice, its fields copied out of libpq's result
-// (so the result can be freed before anything is raised).
-struct RemoteMessage {
-  char* state;
-  char* severity;
-  char* message;
-  char* detail;
-  char* hint;
-  char* context;
-};
+// palloc that does not raise: nullptr when out of memory. What copies a
+// PGresult uses nothing else, so that nothing between libpq handing a
+// result over and its PQclear can raise (a longjmp there would leak the
+// result: libpq's memory is malloc'd, no memory context frees it).
+void* AllocOrNull(size_t size) {
+  return MemoryContextAllocExtended(CurrentMemoryContext, Max(size, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+}
 
-RemoteMessage CopyMessage(const PGresult* result) {
-  auto field = [&](int code) -> char* {
-    const char* value = PQresultErrorField(result, code);
-    return value != nullptr ? pstrdup(value) : nullptr;
-  };
-  RemoteMessage m{field(PG_DIAG_SQLSTATE),       field(PG_DIAG_SEVERITY),     field(PG_DIAG_MESSAGE_PRIMARY),
-                  field(PG_DIAG_MESSAGE_DETAIL), field(PG_DIAG_MESSAGE_HINT), field(PG_DIAG_CONTEXT)};
-  if (m.state == nullptr || strlen(m.state) != 5) m.state = pstrdup("XX000");
-  return m;
+char* CopyOrNull(const char* text) {
+  size_t size = strlen(text) + 1;
+  auto* copy = static_cast<char*>(AllocOrNull(size));
+  if (copy != nullptr) memcpy(copy, text, size);
+  return copy;
+}
+
+// Copies the fields of a partition's error or notice; false when out of
+// memory.
+bool CopyMessage(const PGresult* result, RemoteMessage* out) {
+  const int codes[] = {PG_DIAG_SQLSTATE,       PG_DIAG_SEVERITY,     PG_DIAG_MESSAGE_PRIMARY,
+                       PG_DIAG_MESSAGE_DETAIL, PG_DIAG_MESSAGE_HINT, PG_DIAG_CONTEXT};
+  const char** fields[] = {&out->state,  &out->severity, &out->message,
+                           &out->detail, &out->hint,     &out->context};
+  for (int i = 0; i < 6; ++i) {
+    const char* value = PQresultErrorField(result, codes[i]);
+    *fields[i] = nullptr;
+    if (value != nullptr && (*fields[i] = CopyOrNull(value)) == nullptr) return false;
+  }
+  if (out->state == nullptr || strlen(out->state) != 5) out->state = "XX000";
+  return true;
 }
 
 // Passes a partition's error or notice through as PL/Proxy does.
@@ -163,25 +217,48 @@ void Raise(const RemoteMessage& m, const RemoteStatement& statement, const char*
                   m.context != nullptr ? errcontext("Remote context: %s", m.context) : 0));
 }
 
+// libpq's notice receiver: queues the notice (dropped when out of memory).
 void RelayNotice(void* arg, const PGresult* result) {
   if (running == nullptr) return;
-  Raise(CopyMessage(result), *running, DatabaseOf(*static_cast<Connection*>(arg)), false);
+  auto* notice = static_cast<QueuedNotice*>(AllocOrNull(sizeof(QueuedNotice)));
+  if (notice == nullptr || !CopyMessage(result, &notice->message)) return;
+  notice->database = CopyOrNull(DatabaseOf(*static_cast<Connection*>(arg)));
+  if (notice->database == nullptr) return;
+  notice->next = nullptr;
+  *notices_end = notice;
+  notices_end = &notice->next;
 }
 
+// Raises the queued notices, in the order they came (no PGresult is held).
+void RaiseNotices() {
+  while (notices != nullptr) {
+    QueuedNotice* notice = notices;
+    notices = notice->next;
+    if (notices == nullptr) notices_end = &notices;
+    Raise(notice->message, *running, notice->database, false);
+  }
+}
+
+// The connection of connect_string, added (closed) if there is none: the
+// list grown first, then the connection and its string in one allocation,
+// so that running out of memory leaves nothing half made.
 Connection* ConnectionFor(const char* connect_string) {
   for (int i = 0; i < connection_count; ++i)
-    if (strcmp(connections[i].connect_string, connect_string) == 0) return &connections[i];
+    if (strcmp(connections[i]->connect_string, connect_string) == 0) return connections[i];
   if (connection_count == connection_size) {
     int size = connection_size == 0 ? 4 : connection_size * 2;
-    auto* grown = static_cast<Connection*>(MemoryContextAllocZero(context, sizeof(Connection) * size));
-    if (connection_count > 0) memcpy(grown, connections, sizeof(Connection) * connection_count);
+    auto** grown = static_cast<Connection**>(MemoryContextAlloc(context, sizeof(Connection*) * size));
+    if (connection_count > 0) memcpy(grown, connections, sizeof(Connection*) * connection_count);
     if (connections != nullptr) pfree(connections);
     connections = grown;
     connection_size = size;
   }
-  Connection* c = &connections[connection_count++];
-  *c = Connection{};
-  c->connect_string = MemoryContextStrdup(context, connect_string);
+  size_t length = strlen(connect_string) + 1;
+  auto* c = static_cast<Connection*>(MemoryContextAllocZero(context, sizeof(Connection) + length));
+  char* copy = reinterpret_cast<char*>(c + 1);
+  memcpy(copy, connect_string, length);
+  c->connect_string = copy;
+  connections[connection_count++] = c;
   return c;
 }
 
@@ -241,7 +318,6 @@ void Open(Connection* c, const RouterCluster& cluster, const RemoteStatement& st
   c->conn = PQconnectStartParams(keywords, values, 1);
   c->busy = true;
   c->prepared_count = 0;
-  c->generation = cluster.generation;
   c->opened_at = GetCurrentTimestamp();
   if (c->conn == nullptr || PQstatus(c->conn) == CONNECTION_BAD)
     RaiseLost(c, statement, partition, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
@@ -278,77 +354,109 @@ bool StillOpen(Connection* c) {
 }
 
 // c ready for a statement: opened, or reopened when it was lost, left busy,
-// made under an older definition, or older than connection_lifetime.
+// or older than connection_lifetime (as PL/Proxy's: seconds since it was
+// opened, checked when it is about to be used).
 void Ready(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
   if (c->conn != nullptr) {
     bool expired =
         cluster.connection_lifetime > 0 &&
         TimestampDifferenceExceeds(c->opened_at, GetCurrentTimestamp(), cluster.connection_lifetime * 1000);
-    if (c->busy || c->generation != cluster.generation || expired || !StillOpen(c)) Close(c);
+    if (c->busy || expired || !StillOpen(c)) Close(c);
   }
   if (c->conn == nullptr) Open(c, cluster, statement, partition);
 }
 
-// What a partition answered: its rows, or its error (copied out of libpq).
+// What a partition answered: its rows, or its error, copied out of libpq.
 struct Answer {
-  PGresult* rows;  // nullptr when failed
   bool failed;
-  RemoteMessage error;
+  RemoteRows rows;      // when not failed
+  RemoteMessage error;  // when failed
   const char* database;
 };
 
+// Copies a result's rows (text, nullptr for NULL) into two allocations;
+// false when out of memory.
+bool CopyRows(const PGresult* result, RemoteRows* out) {
+  int rows = PQntuples(result);
+  int columns = PQnfields(result);
+  size_t text = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int col = 0; col < columns; ++col)
+      if (!PQgetisnull(result, r, col)) text += static_cast<size_t>(PQgetlength(result, r, col)) + 1;
+  auto** values = static_cast<char**>(AllocOrNull(sizeof(char*) * static_cast<size_t>(rows) * columns));
+  auto* next = static_cast<char*>(AllocOrNull(text));
+  if (values == nullptr || next == nullptr) return false;
+  for (int r = 0; r < rows; ++r)
+    for (int col = 0; col < columns; ++col) {
+      char** value = &values[static_cast<size_t>(r) * columns + col];
+      *value = nullptr;
+      if (PQgetisnull(result, r, col)) continue;
+      size_t size = static_cast<size_t>(PQgetlength(result, r, col)) + 1;
+      memcpy(next, PQgetvalue(result, r, col), size);
+      *value = next;
+      next += size;
+    }
+  *out = RemoteRows{rows, columns, values};
+  return true;
+}
+
+// Copies what a result carries into *answer (its first error; its last
+// rows, *answered then set) and frees it, whatever happens: false when
+// out of memory. Nothing here can raise.
+bool TakeResult(PGresult* result, Answer* answer, bool* answered) {
+  ExecStatusType status = PQresultStatus(result);
+  bool copied = true;
+  if (status == PGRES_FATAL_ERROR && !answer->failed) {
+    answer->failed = true;
+    copied = CopyMessage(result, &answer->error);
+  } else if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+    *answered = true;
+    copied = CopyRows(result, &answer->rows);
+  }
+  PQclear(result);
+  return copied;
+}
+
+// Out of memory while an answer was read: the connection (in the middle of
+// its statement) closed, its partition's statement cancelled.
+[[noreturn]] void RaiseOutOfMemory(Connection* c, const RemoteStatement& statement, int partition) {
+  c->busy = true;
+  Close(c);
+  ereport(ERROR,
+          (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory"),
+           errdetail("The answer of partition %d of server \"ratelimit\" to %s(%d) could not be copied.",
+                     partition, statement.function_name, statement.function_args)));
+  pg_unreachable();
+}
+
 // Reads every result of what was sent on c, to the end: the connection is
 // then idle and stays, whatever the partition answered. A lost connection
-// is raised at once (and closed).
+// is raised at once (and closed). Each result is copied and freed as soon
+// as libpq hands it over, so no PGresult is held while anything can raise
+// (a wait, a notice, a cancel, an error of another partition).
 Answer ReadAnswer(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement,
                   int partition, TimestampTz deadline) {
-  PGresult* answer = nullptr;
-  PGresult* failure = nullptr;
+  Answer out{};
+  bool answered = false;
   for (;;) {
     while (PQisBusy(c->conn)) {
-      if (!WaitFor(c, WL_SOCKET_READABLE, deadline)) {
-        PQclear(answer);
-        PQclear(failure);
-        RaiseTimeout(c, statement, partition);
-      }
+      RaiseNotices();
+      if (!WaitFor(c, WL_SOCKET_READABLE, deadline)) RaiseTimeout(c, statement, partition);
       if (!PQconsumeInput(c->conn)) break;
     }
     PGresult* result = PQgetResult(c->conn);
     if (result == nullptr) break;
-    ExecStatusType status = PQresultStatus(result);
-    if (status == PGRES_FATAL_ERROR && failure == nullptr) {
-      failure = result;
-    } else if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-      PQclear(answer);
-      answer = result;
-    } else {
-      PQclear(result);
-    }
+    if (!TakeResult(result, &out, &answered)) RaiseOutOfMemory(c, statement, partition);
+    RaiseNotices();
     if (PQstatus(c->conn) == CONNECTION_BAD) break;
   }
-  if (PQstatus(c->conn) == CONNECTION_BAD) {
-    PQclear(answer);
-    PQclear(failure);
+  RaiseNotices();
+  if (PQstatus(c->conn) == CONNECTION_BAD)
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
-  }
+  if (!out.failed && !answered) RaiseLost(c, statement, partition, ERRCODE_PROTOCOL_VIOLATION, "no answer");
   c->busy = false;
-  Answer out{answer, false, {}, pstrdup(DatabaseOf(*c))};
-  if (failure != nullptr) {
-    PQclear(answer);
-    out.rows = nullptr;
-    out.failed = true;
-    out.error = CopyMessage(failure);
-    PQclear(failure);
-  } else if (answer == nullptr) {
-    RaiseLost(c, statement, partition, ERRCODE_PROTOCOL_VIOLATION, "no answer");
-  }
+  out.database = pstrdup(DatabaseOf(*c));
   return out;
-}
-
-// The answer's rows; raises the partition's error it carries.
-PGresult* RowsOf(const Answer& answer, const RemoteStatement& statement) {
-  if (answer.failed) Raise(answer.error, statement, answer.database, true);
-  return answer.rows;
 }
 
 // The prepared statement's name: the router's function and its statement.
@@ -366,7 +474,10 @@ bool Prepared(const Connection& c, uint64 key) {
   return false;
 }
 
-void RememberPrepared(Connection* c, uint64 key) {
+// Room for one more prepared statement, made before it is prepared: a
+// statement prepared on the partition is always remembered (preparing it
+// again would fail there).
+void ReservePrepared(Connection* c) {
   if (c->prepared_count == c->prepared_size) {
     int size = c->prepared_size == 0 ? 8 : c->prepared_size * 2;
     auto* grown = static_cast<uint64*>(MemoryContextAlloc(context, sizeof(uint64) * size));
@@ -375,7 +486,6 @@ void RememberPrepared(Connection* c, uint64 key) {
     c->prepared = grown;
     c->prepared_size = size;
   }
-  c->prepared[c->prepared_count++] = key;
 }
 
 // Prepares the statement on c if it has not (one round trip, once).
@@ -383,11 +493,13 @@ void Prepare(Connection* c, const RouterCluster& cluster, const RemoteStatement&
   if (Prepared(*c, PreparedKey(statement))) return;
   char name[64];
   StatementName(statement, name, sizeof(name));
+  ReservePrepared(c);
   c->busy = true;
   if (!PQsendPrepare(c->conn, name, statement.sql, 0, nullptr))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
-  PQclear(RowsOf(ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster)), statement));
-  RememberPrepared(c, PreparedKey(statement));
+  Answer answer = ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster));
+  if (answer.failed) Raise(answer.error, statement, answer.database, true);
+  c->prepared[c->prepared_count++] = PreparedKey(statement);
 }
 
 void Send(Connection* c, const RemoteStatement& statement, int partition) {
@@ -398,23 +510,13 @@ void Send(Connection* c, const RemoteStatement& statement, int partition) {
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
 }
 
-// The rows of a result, copied into palloc'd memory; the result is freed.
-RemoteRows CopyRows(PGresult* result) {
-  RemoteRows rows{PQntuples(result), PQnfields(result), nullptr};
-  rows.values = static_cast<char**>(palloc(sizeof(char*) * Max(1, rows.rows * rows.columns)));
-  for (int r = 0; r < rows.rows; ++r)
-    for (int col = 0; col < rows.columns; ++col)
-      rows.values[r * rows.columns + col] =
-          PQgetisnull(result, r, col) ? nullptr : pstrdup(PQgetvalue(result, r, col));
-  PQclear(result);
-  return rows;
-}
-
 }  // namespace
 
 void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count,
                      const RemoteStatement& statement, RemoteRows* out) {
   RegisterHooks();
+  ForgetStaleConnections(cluster);
+  ForgetNotices();
   running = &statement;
   auto** used = static_cast<Connection**>(palloc(sizeof(Connection*) * count));
   for (int i = 0; i < count; ++i) {
@@ -440,21 +542,16 @@ void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count
   // Every answer read (every connection idle again) before an error is
   // raised: the first partition's, in partition order.
   for (int i = 0; i < count; ++i)
-    if (answers[i].failed) {
-      for (int j = 0; j < count; ++j) PQclear(answers[j].rows);
-      Raise(answers[i].error, statement, answers[i].database, true);
-    }
+    if (answers[i].failed) Raise(answers[i].error, statement, answers[i].database, true);
   for (int i = 0; i < count; ++i) {
-    PGresult* rows = answers[i].rows;
-    if (PQresultStatus(rows) == PGRES_TUPLES_OK && PQnfields(rows) == statement.columns) continue;
-    int columns = PQnfields(rows);
-    for (int j = 0; j < count; ++j) PQclear(answers[j].rows);
-    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                    errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
-                           statement.function_args, answers[i].database, columns, statement.columns),
-                    errhint("Update the partitions' ratelimit to the router's version.")));
+    if (answers[i].rows.columns == statement.columns) continue;
+    ereport(ERROR,
+            (errcode(ERRCODE_DATATYPE_MISMATCH),
+             errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
+                    statement.function_args, answers[i].database, answers[i].rows.columns, statement.columns),
+             errhint("Update the partitions' ratelimit to the router's version.")));
   }
-  for (int i = 0; i < count; ++i) out[i] = CopyRows(answers[i].rows);
+  for (int i = 0; i < count; ++i) out[i] = answers[i].rows;
   running = nullptr;
 }
 
