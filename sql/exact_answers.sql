@@ -189,3 +189,15 @@ SELECT pg_temp.try($$ SELECT ratelimit_check('ea-type', 'k', '{"kind": "token bu
 ALTER TYPE ratelimit_result ALTER ATTRIBUTE ok TYPE boolean;
 SELECT ok, remaining FROM ratelimit_check('ea-type', 'k', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}');
 SELECT ratelimit_reset('ea-type', 'k');
+
+-- docs/api.md's calling forms: a single field and a subquery's row are one
+-- call each; (ratelimit_limit(...)).* is one call per column (five tokens).
+SELECT (ratelimit_limit('ea-forms', 'one-field', '{"kind": "fixed window", "rate": 100, "period": "3650 days"}')).ok;
+SELECT (r).ok, (r).remaining FROM (SELECT ratelimit_limit('ea-forms', 'subquery', '{"kind": "fixed window", "rate": 100, "period": "3650 days"}') AS r) s;
+SELECT ok, remaining FROM ratelimit_limit('ea-forms', 'from', '{"kind": "fixed window", "rate": 100, "period": "3650 days"}');
+SELECT ok, remaining FROM (SELECT (ratelimit_limit('ea-forms', 'star', '{"kind": "fixed window", "rate": 100, "period": "3650 days"}')).*) s;
+SELECT key, 100 - remaining AS tokens_taken
+FROM unnest(ARRAY['one-field', 'subquery', 'from', 'star']) key,
+     ratelimit_check('ea-forms', key, '{"kind": "fixed window", "rate": 100, "period": "3650 days"}', 0)
+ORDER BY key;
+SELECT ratelimit_reset('ea-forms', k) FROM unnest(ARRAY['one-field', 'subquery', 'from', 'star']) k;
