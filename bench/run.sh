@@ -11,6 +11,8 @@
 #                               use the extension already installed)
 #   BENCH_SECONDS=10            pgbench -T of each run (2: a quick smoke run)
 #   BENCH_ROUNDS=1              repeat the pgbench matrix; the table shows medians
+#   BENCH_CLIENTS="1 8 32"      the client counts of the matrix (a goal's cells
+#                               at other counts then show "not measured")
 #   BENCH_WORKLOADS=""          only these workload ids, e.g. "2 5a" (default: all)
 #   BENCH_STORAGE_KEYS=1000000  distinct keys for the storage measurement
 #   BENCH_MEMORY_CALLS=1000000  calls for the memory measurement
@@ -37,7 +39,7 @@
 #                               rows, its goals, and new/baseline per cell. Both
 #                               builds must fit the installed SQL scripts.
 #
-# Memory limits (issue 19): when workload 6a, 6b or 6c is selected, the server
+# Memory limits (issue 19): when workload 6a, 6b, 6c or 6e is selected, the server
 # is restarted with shared_preload_libraries = the pinned library (a memory
 # limit needs the preload on PostgreSQL 15) and ratelimit.memory_max_keys =
 # BENCH_MEMORY_MAX_KEYS; every workload of that run then runs on the
@@ -82,7 +84,7 @@ BENCH_BASELINE_SO=${BENCH_BASELINE_SO:-}
 BENCH_MEMORY_MAX_KEYS=${BENCH_MEMORY_MAX_KEYS:-200000}
 HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 HALT_POLL_SAVED=""
-CLIENTS=(1 8 32)
+read -r -a CLIENTS <<< "${BENCH_CLIENTS:-1 8 32}"
 SYNCS=(on off)
 THREADS=2  # pgbench -j; pgbench lowers it to the client count for 1 client
 
@@ -116,6 +118,7 @@ WORKLOADS=(
   "6a|w06a_memory_random|ratelimit_limit memory storage, inline config, random key"
   "6b|w06b_memory_hot|ratelimit_limit memory storage, inline config, hot key"
   "6c|w06c_memory_from_random|SELECT * FROM ratelimit_limit memory storage, random key"
+  "6e|w06e_memory_ok_random|SELECT (ratelimit_limit(...)).ok memory storage, random key"
   "r6a|redis_random|Redis Lua token bucket (EVALSHA), random key"
   "r6b|redis_hot|Redis Lua token bucket (EVALSHA), hot key"
 )
@@ -150,11 +153,11 @@ selected() {
 }
 # Whether the run needs the preloaded server (a memory workload), or Redis.
 MEMORY=0
-if selected 6a || selected 6b || selected 6c; then MEMORY=1; fi
+if selected 6a || selected 6b || selected 6c || selected 6e; then MEMORY=1; fi
 REDIS=0
 if selected r6a || selected r6b; then REDIS=1; fi
 [ "$MEMORY" -eq 0 ] || [ -z "$BENCH_BASELINE_SO" ] ||
-  { echo "BENCH_BASELINE_SO cannot be combined with the memory workloads 6a, 6b and 6c (the library is preloaded)" >&2; exit 2; }
+  { echo "BENCH_BASELINE_SO cannot be combined with the memory workloads 6a to 6e (the library is preloaded)" >&2; exit 2; }
 source "$BENCH_DIR/redis.sh"
 
 WORK_DIR=$(mktemp -d /tmp/ratelimit-bench.XXXXXX)
