@@ -658,4 +658,11 @@ bool RestoreMemoryEntry(const MemoryRecord& record) {
          ModifyResult::kDone;
 }
 
+void ForgetMemoryEntries() {
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr) return;
+  SweepIdle(tables, PG_INT64_MAX, InvalidOid);  // every entry is idle at the end of time
+  pg_atomic_write_u64(&header->next_idle_at, 0);
+}
+
 }  // namespace ratelimit_pg

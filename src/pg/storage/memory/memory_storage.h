@@ -42,5 +42,9 @@ Micros MemorySweepClock();
 // too long, no room, a duplicate). May raise only as an insert can (no
 // memory left in the area).
 bool RestoreMemoryEntry(const MemoryRecord& record);
+// Deletes every entry of every database, giving back what each counted: a
+// load's undo when its file proves damaged after entries were made (it runs
+// in the postmaster before any connection, so the entries are the load's).
+void ForgetMemoryEntries();
 
 }  // namespace ratelimit_pg
