@@ -46,7 +46,8 @@ constexpr const char* kStateFile = "ratelimit_memory.state";
 constexpr const char* kTempFile = "ratelimit_memory.state.tmp";
 constexpr const char* kLoadingFile = "ratelimit_memory.state.loading";
 constexpr uint32 kMagic = 0x524C4D53;  // "SMLR" on disk: ratelimit memory state
-constexpr uint32 kFormat = 3;
+constexpr uint32 kFormat = 4;
+constexpr uint32 kFormat3 = 3;  // 0.8.0's and 0.9.0's: read, never written
 constexpr int kHeadBytes = 56;
 // A value no limit can hold (configs are bounded by ratelimit::kMaxMagnitude).
 constexpr double kMostValue = 2 * ratelimit::kMaxMagnitude;
@@ -60,9 +61,15 @@ struct FileHeader {
   uint64 body_bytes;
   uint64 system_identifier;  // pg_control's when it was written
   uint64 checkpoint;         // pg_control's checkPoint: the shutdown's
+  // Format 4 on: the hash seeds of the compact and the long table it was
+  // written from, in whose order the records are.
+  uint64 compact_seed;
+  uint64 long_seed;
 };
-static_assert(sizeof(FileHeader) == 48);
-constexpr int kCheckedHeaderBytes = 32;  // from records on
+static_assert(sizeof(FileHeader) == 64);
+constexpr size_t kHeader3Bytes = 48;
+// The header's bytes the CRC covers: from records on.
+size_t CheckedHeaderBytes(uint32 format) { return format == kFormat3 ? 32 : 48; }
 
 shmem_startup_hook_type previous_startup_hook = nullptr;
 // What the load made, and the file it reads (static: they outlive a
@@ -225,8 +232,9 @@ ControlFacts ReadControlFacts() {
 int64 WriteStateFile(const ControlFacts& facts) {
   FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
   if (file == nullptr) return -1;
-  FileHeader header{kMagic, kFormat, PG_VERSION_NUM / 10000,  0,
-                    0,      0,       facts.system_identifier, facts.checkpoint};
+  FileHeader header{
+      kMagic, kFormat, PG_VERSION_NUM / 10000, 0, 0, 0, facts.system_identifier, facts.checkpoint, 0, 0};
+  MemoryTableSeeds(&header.compact_seed, &header.long_seed);
   WriteState state{file, static_cast<char*>(palloc(kBufferBytes)), 0, 0, 0, 0};
   bool ok = fwrite(&header, sizeof header, 1, file) == 1;
   ok = ok && ForEachMemoryEntry(MemorySweepClock(), WriteRecord, &state) >= 0 && FlushBuffer(&state);
@@ -234,7 +242,7 @@ int64 WriteStateFile(const ControlFacts& facts) {
   header.body_bytes = state.bytes;
   pg_crc32c crc;
   INIT_CRC32C(crc);
-  COMP_CRC32C(crc, &header.records, kCheckedHeaderBytes);
+  COMP_CRC32C(crc, &header.records, CheckedHeaderBytes(kFormat));
   crc = ShiftCrc(crc, state.bytes) ^ state.body_crc;
   FIN_CRC32C(crc);
   header.crc = crc;
@@ -345,8 +353,12 @@ FileCheck ReadRecord(Reader* reader, MemoryRecord* record, pg_crc32c* crc) {
 
 // The header, checked before any entry is made.
 FileCheck CheckHeader(FILE* file, FileHeader* header) {
-  if (fread(header, sizeof(FileHeader), 1, file) != 1 || header->magic != kMagic) return FileCheck::kHeader;
-  if (header->format != kFormat || header->pg_major != PG_VERSION_NUM / 10000) return FileCheck::kVersion;
+  if (fread(header, kHeader3Bytes, 1, file) != 1 || header->magic != kMagic) return FileCheck::kHeader;
+  if ((header->format != kFormat && header->format != kFormat3) || header->pg_major != PG_VERSION_NUM / 10000)
+    return FileCheck::kVersion;
+  if (header->format == kFormat && fread(reinterpret_cast<char*>(header) + kHeader3Bytes,
+                                         sizeof(FileHeader) - kHeader3Bytes, 1, file) != 1)
+    return FileCheck::kLength;
   ControlFacts facts = ReadControlFacts();
   if (facts.system_identifier == 0 || header->system_identifier != facts.system_identifier ||
       header->checkpoint != facts.checkpoint)
@@ -361,7 +373,7 @@ FileCheck CheckHeader(FILE* file, FileHeader* header) {
 FileCheck RestoreRecords(Reader* reader, const FileHeader& header) {
   pg_crc32c crc;
   INIT_CRC32C(crc);
-  COMP_CRC32C(crc, &header.records, kCheckedHeaderBytes);
+  COMP_CRC32C(crc, &header.records, CheckedHeaderBytes(header.format));
   uint64 body = 0;
   MemoryRecord record;
   for (uint64 i = 0; i < header.records; ++i) {
@@ -388,6 +400,10 @@ FileCheck LoadRenamedFile() {
   FileHeader header{};
   FileCheck check = CheckHeader(load_file, &header);
   if (check != FileCheck::kGood) return check;
+  // The tables, still empty, take the seeds the records are ordered by: each
+  // entry then goes to the bucket after the last one's, and the tables grow
+  // while they hold few entries.
+  if (header.format == kFormat) SetMemoryTableSeeds(header.compact_seed, header.long_seed);
   Reader reader{load_file, static_cast<char*>(palloc(kBufferBytes)), 0, 0};
   check = RestoreRecords(&reader, header);
   pfree(reader.buffer);
