@@ -4,19 +4,29 @@
 // writes it when it exits after a clean shutdown, once every other process
 // is gone (so every rolled-back grant has been given back).
 //
-// The file: a 48-byte header (magic, format, PostgreSQL major, CRC-32C,
+// The file: a 64-byte header (magic, format, PostgreSQL major, CRC-32C,
 // records, body bytes, the cluster's system identifier and the shutdown
-// checkpoint it was written after), then per entry a 56-byte record head
-// and its name and key bytes. The CRC covers the header from the records
-// on and the body. A file is read only by the start that follows the
-// shutdown that wrote it (the same checkpoint in pg_control): one left
-// behind while the server ran without the preload, or copied from another
-// cluster, is stale and dropped. It is renamed before it is read: a file
-// that stops a load is never read twice.
+// checkpoint it was written after, the tables' hash seeds), then per entry
+// a 56-byte record head and its name and key bytes. The CRC covers the
+// header from the records on and the body. A file is read only by the start
+// that follows the shutdown that wrote it (the same checkpoint in
+// pg_control): one left behind while the server ran without the preload,
+// or copied from another cluster, is stale and dropped. It is renamed
+// before it is read: a file that stops a load is never read twice.
+//
+// One pass each way. The save counts the records as it writes them and
+// writes the header again at the end, its CRC combined with the body's. The
+// load checks each record as it restores it, and the length and CRC at the
+// end: a file found damaged then leaves none of the entries it made. The
+// records come in the order of the tables' buckets, and the load gives the
+// empty tables the seeds they were written under, so each entry goes to the
+// bucket after the last one's and the tables grow while they are nearly
+// empty, not by rehashing millions of entries.
 //
 // A record is the entry's identity and row, not its layout in memory (the
-// compact and long tables of 0.9.0 write what 0.8.0's one table wrote):
-// format 3 since 0.8.0, read by 0.9.0 from a file 0.8.0 wrote.
+// compact and long tables of 0.9.0 write what 0.8.0's one table wrote).
+// Format 4 since 0.10.0 (format 3's header and the seeds); format 3, which
+// 0.8.0 and 0.9.0 wrote, is still read (the tables keep their own seeds).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
