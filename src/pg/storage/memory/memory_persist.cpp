@@ -82,11 +82,12 @@ constexpr size_t kHeader3Bytes = 48;
 size_t CheckedHeaderBytes(uint32 format) { return format == kFormat3 ? 32 : 48; }
 
 shmem_startup_hook_type previous_startup_hook = nullptr;
-// What the load made, and the file it reads (static: they outlive a
-// PG_TRY's longjmp, after which the file is closed).
+// What the load made, and the file it reads and its buffer (static: they
+// outlive a PG_TRY's longjmp, after which the file is closed).
 int64 restored = 0;
 int64 skipped = 0;
 FILE* load_file = nullptr;
+char* load_buffer = nullptr;
 
 // The 56-byte head of a record (native byte order): database, name_len,
 // key_len, exists, keep_prev, inline_share, a zero byte, value, ts, prev,
@@ -414,9 +415,9 @@ FileCheck LoadRenamedFile() {
   // entry then goes to the bucket after the last one's, and the tables grow
   // while they hold few entries.
   if (header.format == kFormat) SetMemoryTableSeeds(header.compact_seed, header.long_seed);
-  Reader reader{load_file, static_cast<char*>(palloc(kBufferBytes)), 0, 0};
+  load_buffer = static_cast<char*>(palloc(kBufferBytes));
+  Reader reader{load_file, load_buffer, 0, 0};
   check = RestoreRecords(&reader, header);
-  pfree(reader.buffer);
   if (check != FileCheck::kGood) ForgetMemoryEntries();
   return check;
 }
@@ -459,6 +460,8 @@ void LoadAtStartup() {
   }
   if (load_file != nullptr) FreeFile(load_file);  // never inherited by the postmaster's children
   load_file = nullptr;
+  if (load_buffer != nullptr) pfree(load_buffer);
+  load_buffer = nullptr;
   DetachSharedTables();
   unlink(kLoadingFile);
   if (failed) {
