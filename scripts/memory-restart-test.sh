@@ -13,11 +13,13 @@
 #   c. 200,000 exhausted keys, a clean stop, a start without waiting and at
 #      once a call of every key: none is granted (the file is read before
 #      the first connection).
-#   d. The file a clean stop writes is format 2 (scripts/memory_state_file.py
-#      reads it); a crafted one is loaded; a truncated one, a flipped bit,
-#      another format or major, a record whose lengths wrap, a NaN value, an
-#      empty file and random bytes are each dropped with one LOG line: the
-#      server stays up, every memory limit is full, no file is left.
+#   d. The file a clean stop writes is format 4 (scripts/memory_state_file.py
+#      reads it); a crafted one is loaded, and so is one of format 3 (as
+#      0.8.0 and 0.9.0 wrote); a truncated one, a flipped bit, another format
+#      or major, a record whose lengths wrap, a NaN value, an empty file,
+#      random bytes and a wrong checksum (found only after every record made
+#      its entry) are each dropped with one LOG line: the server stays up,
+#      every memory limit is full, no file is left.
 #   e. A backend killed with SIGKILL and pg_ctl stop -m immediate leave no
 #      file and every memory limit full; a clean stop after a crash saves
 #      the state after it.
@@ -307,42 +309,51 @@ damaged_files() {
   else
     cp "$CLUSTER_DIR/data/$STATE_FILE" "$real"
     if ! dump=$(python3 "$STATE_TOOL" dump "$real" "$MAJOR"); then
-      fail "d: the $STATE_FILE a clean stop wrote is not format 3 of PostgreSQL $MAJOR: $dump"
+      fail "d: the $STATE_FILE a clean stop wrote is not format 4 of PostgreSQL $MAJOR: $dump"
       rc=1
     elif ! grep -qx "$db damage k 6.00" <<<"$dump" || ! grep -qx "$db damage <NULL> 3.00" <<<"$dump"; then
       fail "d: the $STATE_FILE a clean stop wrote lacks 'damage' at 6 and 3: $(grep damage <<<"$dump")"
       rc=1
     else
-      echo "ok - d: a clean stop writes $STATE_FILE in format 3 ($(wc -l <<<"$dump") records, CRC-32C right)"
+      echo "ok - d: a clean stop writes $STATE_FILE in format 4 ($(wc -l <<<"$dump") records, CRC-32C right)"
     fi
   fi
 
-  # A crafted file of two valid records is loaded.
-  now=$(($(date +%s%N) / 1000))
-  python3 "$STATE_TOOL" craft good "$crafted" "$MAJOR" "$db" "$now" "$CLUSTER_DIR/data/global/pg_control"
-  install_state_file "$crafted"
-  offset=$(server_log_size)
-  start_cluster_server
-  values="$(value_of damage "'k'") $(value_of damage NULL)"
-  if [ "$values" != "6.00 3.00" ]; then
-    fail "d: a crafted file of valid records was not loaded: 'damage' is $values, not 6.00 3.00"
-    log_since "$offset" | grep ratelimit >&2 || true
-    rc=1
-  elif ! log_since "$offset" | grep -q "ratelimit: 2 memory limits read back from the last shutdown"; then
-    fail "d: the crafted file was loaded without the log line 'ratelimit: 2 memory limits read back from the last shutdown'"
-    rc=1
-  elif log_since "$offset" | grep -E "LOG: +ratelimit: .*$STATE_FILE" >&2; then
-    fail "d: a crafted file of valid records was loaded with a LOG line naming $STATE_FILE"
-    rc=1
-  else
-    echo "ok - d: a crafted file of valid records is loaded (6.00 3.00)"
-  fi
-  no_state_file "d: good crafted file (after the start)" || rc=1
-  stop_fast
-
-  for case in truncated flipped format major stale foreign huge-lengths nan empty random; do
+  # A crafted file of two valid records is loaded, of format 4 and of format 3.
+  for case in good good3; do
+    now=$(($(date +%s%N) / 1000))
     python3 "$STATE_TOOL" craft "$case" "$crafted" "$MAJOR" "$db" "$now" "$CLUSTER_DIR/data/global/pg_control"
+    install_state_file "$crafted"
+    offset=$(server_log_size)
+    start_cluster_server
+    values="$(value_of damage "'k'") $(value_of damage NULL)"
+    if [ "$values" != "6.00 3.00" ]; then
+      fail "d: $case: a crafted file of valid records was not loaded: 'damage' is $values, not 6.00 3.00"
+      log_since "$offset" | grep ratelimit >&2 || true
+      rc=1
+    elif ! log_since "$offset" | grep -q "ratelimit: 2 memory limits read back from the last shutdown"; then
+      fail "d: $case: the crafted file was loaded without the log line 'ratelimit: 2 memory limits read back from the last shutdown'"
+      rc=1
+    elif log_since "$offset" | grep -E "LOG: +ratelimit: .*$STATE_FILE" >&2; then
+      fail "d: $case: a crafted file of valid records was loaded with a LOG line naming $STATE_FILE"
+      rc=1
+    else
+      echo "ok - d: $case: a crafted file of valid records is loaded (6.00 3.00)"
+    fi
+    no_state_file "d: $case crafted file (after the start)" || rc=1
+    stop_fast
+  done
+
+  for case in truncated flipped format major stale foreign huge-lengths nan empty random bad-crc; do
+    python3 "$STATE_TOOL" craft "$case" "$crafted" "$MAJOR" "$db" "$now" "$CLUSTER_DIR/data/global/pg_control"
+    offset=$(server_log_size)
     dropped_file_case "$case" "$crafted" || rc=1
+    # Its two records made their entries before the checksum was checked:
+    # dropped_file_case found none left; the line says the file was dropped.
+    if [ "$case" = bad-crc ] && ! log_since "$offset" | grep -q "ratelimit: \"$STATE_FILE\" is damaged and was dropped"; then
+      fail "d: bad-crc: no LOG line 'ratelimit: \"$STATE_FILE\" is damaged and was dropped'"
+      rc=1
+    fi
   done
   start_cluster_server
   return $rc

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Reads and crafts $PGDATA/ratelimit_memory.state (format 3) for
-scripts/memory-restart-test.sh.
+"""Reads and crafts $PGDATA/ratelimit_memory.state (format 4, and the
+format 3 that 0.8.0 and 0.9.0 wrote) for scripts/memory-restart-test.sh.
 
 The format (native little-endian, x86-64):
-  header, 48 bytes: uint32 magic 0x524C4D53, uint32 format (3), uint32
-  pg_major, uint32 crc, uint64 records, uint64 body_bytes, uint64
-  system_identifier, uint64 checkpoint (pg_control's, at the shutdown that
-  wrote it: a file is loaded only when both still match); crc is CRC-32C
-  over header bytes 16..47 and then the whole body.
+  header, 64 bytes (format 3: the first 48): uint32 magic 0x524C4D53,
+  uint32 format (4), uint32 pg_major, uint32 crc, uint64 records, uint64
+  body_bytes, uint64 system_identifier, uint64 checkpoint (pg_control's, at
+  the shutdown that wrote it: a file is loaded only when both still match),
+  uint64 compact_seed, uint64 long_seed (the hash seeds of the tables the
+  records came from, in whose order they are: any value is valid); crc is
+  CRC-32C over the header from byte 16 on and then the whole body.
   body: `records` records, each a 56-byte fixed part
   '<IiiBBBBdqdqq' = (database, name_len, key_len (-1: the NULL key),
   exists, keep_prev, inline_share, reserved, value, ts, prev, idle_at,
@@ -15,7 +17,7 @@ The format (native little-endian, x86-64):
 
 Usage:
   memory_state_file.py dump FILE MAJOR
-      validates FILE as a format-3 file of PostgreSQL MAJOR; prints one line
+      validates FILE as a format-4 file of PostgreSQL MAJOR; prints one line
       per record (database name key value, the value to 2 decimals) or, on the first fault, one
       "invalid: ..." line and exits 1.
   memory_state_file.py craft CASE OUT MAJOR DATABASE NOW_US PG_CONTROL
@@ -23,7 +25,7 @@ Usage:
       global/pg_control is PG_CONTROL (its system identifier and last
       checkpoint); the records are token-bucket entries of the limit named
       "damage" in DATABASE, taken at NOW_US (Unix microseconds): key 'k' at 6
-      and the NULL key at 3.
+      and the NULL key at 3. CASE good3 is a good file of format 3.
 """
 import math
 import os
@@ -31,8 +33,9 @@ import struct
 import sys
 
 MAGIC = 0x524C4D53
-FORMAT = 3
-HEADER = struct.Struct("<IIIIQQQQ")
+FORMAT = 4
+HEADER = struct.Struct("<IIIIQQQQQQ")
+HEADER3 = struct.Struct("<IIIIQQQQ")
 FIXED = struct.Struct("<IiiBBBBdqdqq")
 IDENTITY_BYTES = 236
 # Unix microseconds of 0001-01-01 and of 100000-01-01.
@@ -83,8 +86,10 @@ def control_identity(path):
 
 
 def file_of(body, records, major, identity, fmt=FORMAT, magic=MAGIC):
-    """The header (with its CRC) and the body."""
+    """The header (with its CRC) and the body; format 3's header has no seeds."""
     counts = struct.pack("<QQQQ", records, len(body), identity[0], identity[1])
+    if fmt != 3:
+        counts += os.urandom(16)
     crc = crc32c(counts + body)
     return struct.pack("<IIII", magic, fmt, major, crc) + counts + body
 
@@ -101,6 +106,8 @@ def craft(case, major, database, now_us, identity):
     body, n = b"".join(good), len(good)
     if case == "good":
         return file_of(body, n, major, identity)
+    if case == "good3":
+        return file_of(body, n, major, identity, fmt=3)
     if case == "format":
         return file_of(body, n, major, identity, fmt=FORMAT + 1)
     if case == "major":
@@ -125,6 +132,10 @@ def craft(case, major, database, now_us, identity):
     if case == "truncated":
         # Cut inside a record (not at a record's end).
         return data[: HEADER.size + FIXED.size + 7]
+    if case == "bad-crc":
+        # Every record valid, only the checksum wrong: found after the last
+        # record made its entry.
+        return data[:12] + bytes([data[12] ^ 0x01]) + data[13:]
     if case == "flipped":
         # One bit of the body's middle: only the CRC can tell.
         at = HEADER.size + (len(data) - HEADER.size) // 2
@@ -136,7 +147,7 @@ def parse(data, major):
     """The records of a valid file, or raises ValueError naming the fault."""
     if len(data) < HEADER.size:
         raise ValueError(f"{len(data)} bytes, shorter than the header")
-    magic, fmt, file_major, crc, records, body_bytes, _, _ = HEADER.unpack_from(data)
+    magic, fmt, file_major, crc, records, body_bytes = HEADER.unpack_from(data)[:6]
     if magic != MAGIC:
         raise ValueError(f"magic {magic:#x}, not {MAGIC:#x}")
     if fmt != FORMAT:

@@ -4,19 +4,29 @@
 // writes it when it exits after a clean shutdown, once every other process
 // is gone (so every rolled-back grant has been given back).
 //
-// The file: a 48-byte header (magic, format, PostgreSQL major, CRC-32C,
+// The file: a 64-byte header (magic, format, PostgreSQL major, CRC-32C,
 // records, body bytes, the cluster's system identifier and the shutdown
-// checkpoint it was written after), then per entry a 56-byte record head
-// and its name and key bytes. The CRC covers the header from the records
-// on and the body. A file is read only by the start that follows the
-// shutdown that wrote it (the same checkpoint in pg_control): one left
-// behind while the server ran without the preload, or copied from another
-// cluster, is stale and dropped. It is renamed before it is read: a file
-// that stops a load is never read twice.
+// checkpoint it was written after, the tables' hash seeds), then per entry
+// a 56-byte record head and its name and key bytes. The CRC covers the
+// header from the records on and the body. A file is read only by the start
+// that follows the shutdown that wrote it (the same checkpoint in
+// pg_control): one left behind while the server ran without the preload,
+// or copied from another cluster, is stale and dropped. It is renamed
+// before it is read: a file that stops a load is never read twice.
+//
+// One pass each way. The save counts the records as it writes them and
+// writes the header again at the end, its CRC combined with the body's. The
+// load checks each record as it restores it, and the length and CRC at the
+// end: a file found damaged then leaves none of the entries it made. The
+// records come in the order of the tables' buckets, and the load gives the
+// empty tables the seeds they were written under, so each entry goes to the
+// bucket after the last one's and the tables grow while they are nearly
+// empty, not by rehashing millions of entries.
 //
 // A record is the entry's identity and row, not its layout in memory (the
-// compact and long tables of 0.9.0 write what 0.8.0's one table wrote):
-// format 3 since 0.8.0, read by 0.9.0 from a file 0.8.0 wrote.
+// compact and long tables of 0.9.0 write what 0.8.0's one table wrote).
+// Format 4 since 0.10.0 (format 3's header and the seeds); format 3, which
+// 0.8.0 and 0.9.0 wrote, is still read (the tables keep their own seeds).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,7 +56,8 @@ constexpr const char* kStateFile = "ratelimit_memory.state";
 constexpr const char* kTempFile = "ratelimit_memory.state.tmp";
 constexpr const char* kLoadingFile = "ratelimit_memory.state.loading";
 constexpr uint32 kMagic = 0x524C4D53;  // "SMLR" on disk: ratelimit memory state
-constexpr uint32 kFormat = 3;
+constexpr uint32 kFormat = 4;
+constexpr uint32 kFormat3 = 3;  // 0.8.0's and 0.9.0's: read, never written
 constexpr int kHeadBytes = 56;
 // A value no limit can hold (configs are bounded by ratelimit::kMaxMagnitude).
 constexpr double kMostValue = 2 * ratelimit::kMaxMagnitude;
@@ -60,16 +71,23 @@ struct FileHeader {
   uint64 body_bytes;
   uint64 system_identifier;  // pg_control's when it was written
   uint64 checkpoint;         // pg_control's checkPoint: the shutdown's
+  // Format 4 on: the hash seeds of the compact and the long table it was
+  // written from, in whose order the records are.
+  uint64 compact_seed;
+  uint64 long_seed;
 };
-static_assert(sizeof(FileHeader) == 48);
-constexpr int kCheckedHeaderBytes = 32;  // from records on
+static_assert(sizeof(FileHeader) == 64);
+constexpr size_t kHeader3Bytes = 48;
+// The header's bytes the CRC covers: from records on.
+size_t CheckedHeaderBytes(uint32 format) { return format == kFormat3 ? 32 : 48; }
 
 shmem_startup_hook_type previous_startup_hook = nullptr;
-// What the load made, and the file it reads (static: they outlive a
-// PG_TRY's longjmp, after which the file is closed).
+// What the load made, and the file it reads and its buffer (static: they
+// outlive a PG_TRY's longjmp, after which the file is closed).
 int64 restored = 0;
 int64 skipped = 0;
 FILE* load_file = nullptr;
+char* load_buffer = nullptr;
 
 // The 56-byte head of a record (native byte order): database, name_len,
 // key_len, exists, keep_prev, inline_share, a zero byte, value, ts, prev,
@@ -123,42 +141,80 @@ int IdentityBytes(const MemoryRecord& record) { return record.name_len + std::ma
 
 // ---- writing, from the postmaster's exit ----
 
+// Records are packed into a buffer of this size and written a buffer at a
+// time; the load reads the same way.
+constexpr size_t kBufferBytes = 1 << 20;
+
+// The CRC-32C register after `len` zero bytes more, from `crc`: what the
+// header's part of the checksum, which the body follows in the file but is
+// known only once the body is written, adds to the body's (taken from 0).
+// The register is linear over GF(2): crc(A B) = shift(crc(A), |B|) xor
+// crc0(B). zlib's crc32_combine, for the CRC-32C polynomial.
+uint32 Gf2Times(const uint32* matrix, uint32 vector) {
+  uint32 sum = 0;
+  for (; vector != 0; vector >>= 1, ++matrix)
+    if (vector & 1) sum ^= *matrix;
+  return sum;
+}
+
+void Gf2Square(uint32* square, const uint32* matrix) {
+  for (int n = 0; n < 32; ++n) square[n] = Gf2Times(matrix, matrix[n]);
+}
+
+uint32 ShiftCrc(uint32 crc, uint64 len) {
+  uint32 odd[32];  // one zero bit
+  uint32 even[32];
+  odd[0] = 0x82F63B78;  // CRC-32C, reflected
+  for (int n = 1; n < 32; ++n) odd[n] = uint32{1} << (n - 1);
+  Gf2Square(even, odd);  // two zero bits
+  Gf2Square(odd, even);  // four
+  while (len != 0) {     // a byte, then each further power of two bytes
+    Gf2Square(even, odd);
+    if (len & 1) crc = Gf2Times(even, crc);
+    len >>= 1;
+    if (len == 0) break;
+    Gf2Square(odd, even);
+    if (len & 1) crc = Gf2Times(odd, crc);
+    len >>= 1;
+  }
+  return crc;
+}
+
+// One pass over the entries: records packed into `buffer`, written when it
+// fills, counted for the header written last.
 struct WriteState {
   FILE* file;
-  pg_crc32c crc;
+  char* buffer;
+  size_t used;
+  pg_crc32c body_crc;  // the body's register, from 0
   uint64 records;
   uint64 bytes;
 };
 
-// Whether the reader would take a record back (one written under a test
-// clock far in the future may not be): one it would not is left out, so
-// that it cannot make the reader drop the whole file.
-bool Writable(const MemoryRecord& record) {
-  char head[kHeadBytes];
-  PackHead(record, head);
-  MemoryRecord check;
-  return UnpackHead(head, &check);
+bool FlushBuffer(WriteState* state) {
+  if (state->used == 0) return true;
+  COMP_CRC32C(state->body_crc, state->buffer, state->used);
+  bool ok = fwrite(state->buffer, state->used, 1, state->file) == 1;
+  state->used = 0;
+  return ok;
 }
 
-bool CountRecord(const MemoryRecord& record, void* context) {
-  auto* state = static_cast<WriteState*>(context);
-  if (!Writable(record)) return true;
-  ++state->records;
-  state->bytes += kHeadBytes + IdentityBytes(record);
-  return true;
-}
-
+// Packs a record into the buffer, unless the reader would not take it back
+// (one written under a test clock far in the future may not be): that one
+// is left out, so that it cannot make the reader drop the whole file.
 bool WriteRecord(const MemoryRecord& record, void* context) {
   auto* state = static_cast<WriteState*>(context);
-  if (!Writable(record)) return true;
-  ++state->records;
-  char head[kHeadBytes];
-  PackHead(record, head);
   int len = IdentityBytes(record);
-  COMP_CRC32C(state->crc, head, kHeadBytes);
-  COMP_CRC32C(state->crc, record.bytes, len);
-  if (fwrite(head, kHeadBytes, 1, state->file) != 1) return false;
-  return len == 0 || fwrite(record.bytes, len, 1, state->file) == 1;
+  if (state->used + kHeadBytes + len > kBufferBytes && !FlushBuffer(state)) return false;
+  char* head = state->buffer + state->used;
+  PackHead(record, head);
+  MemoryRecord check;
+  if (!UnpackHead(head, &check)) return true;
+  std::memcpy(head + kHeadBytes, record.bytes, len);
+  state->used += kHeadBytes + len;
+  state->records += 1;
+  state->bytes += kHeadBytes + len;
+  return true;
 }
 
 // What pg_control says now: whether the server shut down cleanly (its last
@@ -180,31 +236,36 @@ ControlFacts ReadControlFacts() {
   return facts;
 }
 
-// Writes every live entry to the temporary file, then renames it durably;
-// how many, or -1 (the temporary file removed).
+// Writes every live entry to the temporary file, in one pass (the header,
+// written first as a placeholder, is written again with the counts and the
+// CRC), then renames it durably; how many, or -1 (the temporary file
+// removed).
 int64 WriteStateFile(const ControlFacts& facts) {
-  Micros now = MemorySweepClock();
-  WriteState counted{nullptr, 0, 0, 0};
-  ForEachMemoryEntry(now, CountRecord, &counted);
   FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
   if (file == nullptr) return -1;
-  FileHeader header{kMagic,          kFormat,       PG_VERSION_NUM / 10000,  0,
-                    counted.records, counted.bytes, facts.system_identifier, facts.checkpoint};
-  WriteState state{file, 0, 0, 0};
-  INIT_CRC32C(state.crc);
-  COMP_CRC32C(state.crc, &header.records, kCheckedHeaderBytes);
+  FileHeader header{
+      kMagic, kFormat, PG_VERSION_NUM / 10000, 0, 0, 0, facts.system_identifier, facts.checkpoint, 0, 0};
+  MemoryTableSeeds(&header.compact_seed, &header.long_seed);
+  WriteState state{file, static_cast<char*>(palloc(kBufferBytes)), 0, 0, 0, 0};
   bool ok = fwrite(&header, sizeof header, 1, file) == 1;
-  ok = ok && ForEachMemoryEntry(now, WriteRecord, &state) >= 0 && state.records == counted.records;
-  FIN_CRC32C(state.crc);
-  header.crc = state.crc;
+  ok = ok && ForEachMemoryEntry(MemorySweepClock(), WriteRecord, &state) >= 0 && FlushBuffer(&state);
+  header.records = state.records;
+  header.body_bytes = state.bytes;
+  pg_crc32c crc;
+  INIT_CRC32C(crc);
+  COMP_CRC32C(crc, &header.records, CheckedHeaderBytes(kFormat));
+  crc = ShiftCrc(crc, state.bytes) ^ state.body_crc;
+  FIN_CRC32C(crc);
+  header.crc = crc;
   ok = ok && fseek(file, 0, SEEK_SET) == 0 && fwrite(&header, sizeof header, 1, file) == 1;
   ok = ok && fflush(file) == 0 && pg_fsync(fileno(file)) == 0;
   if (FreeFile(file) != 0) ok = false;
+  pfree(state.buffer);
   if (!ok || durable_rename(kTempFile, kStateFile, LOG) != 0) {
     unlink(kTempFile);
     return -1;
   }
-  return static_cast<int64>(counted.records);
+  return static_cast<int64>(state.records);
 }
 
 // on_shmem_exit in the postmaster: after a clean shutdown every backend has
@@ -263,35 +324,52 @@ const char* CheckDetail(FileCheck check) {
   return "";
 }
 
-// Reads the next record (head and identity into *bytes); false at a bad one.
-bool ReadRecord(FILE* file, char* bytes, MemoryRecord* record, pg_crc32c* crc) {
-  char head[kHeadBytes];
-  if (fread(head, kHeadBytes, 1, file) != 1 || !UnpackHead(head, record)) return false;
+// The file read a buffer at a time (the records point into it).
+struct Reader {
+  FILE* file;
+  char* buffer;
+  size_t at;
+  size_t end;
+
+  // The next n bytes (at most kBufferBytes), or nullptr at the file's end.
+  const char* Take(size_t n) {
+    if (end - at < n) {
+      std::memmove(buffer, buffer + at, end - at);
+      end -= at;
+      at = 0;
+      end += fread(buffer + end, 1, kBufferBytes - end, file);
+      if (end < n) return nullptr;
+    }
+    const char* taken = buffer + at;
+    at += n;
+    return taken;
+  }
+
+  bool AtEnd() { return end == at && fgetc(file) == EOF; }
+};
+
+// Reads the next record into *record (its bytes in the reader's buffer, to
+// the next Take); kGood, or what is wrong with it.
+FileCheck ReadRecord(Reader* reader, MemoryRecord* record, pg_crc32c* crc) {
+  const char* head = reader->Take(kHeadBytes);
+  if (head == nullptr) return FileCheck::kLength;
+  if (!UnpackHead(head, record)) return FileCheck::kRecord;
+  COMP_CRC32C(*crc, head, kHeadBytes);  // before the next Take moves the buffer
   int len = IdentityBytes(*record);
-  if (len > 0 && fread(bytes, len, 1, file) != 1) return false;
-  record->bytes = bytes;
-  COMP_CRC32C(*crc, head, kHeadBytes);
-  COMP_CRC32C(*crc, bytes, len);
-  return true;
+  record->bytes = reader->Take(len);
+  if (record->bytes == nullptr) return FileCheck::kLength;
+  COMP_CRC32C(*crc, record->bytes, len);
+  return FileCheck::kGood;
 }
 
-// The first pass: the header, every record and the checksum, before any
-// entry is made.
-FileCheck CheckFile(FILE* file, FileHeader* header, char* bytes) {
-  if (fread(header, sizeof(FileHeader), 1, file) != 1 || header->magic != kMagic) return FileCheck::kHeader;
-  if (header->format != kFormat || header->pg_major != PG_VERSION_NUM / 10000) return FileCheck::kVersion;
-  pg_crc32c crc;
-  INIT_CRC32C(crc);
-  COMP_CRC32C(crc, &header->records, kCheckedHeaderBytes);
-  uint64 body = 0;
-  MemoryRecord record;
-  for (uint64 i = 0; i < header->records; ++i) {
-    if (!ReadRecord(file, bytes, &record, &crc)) return feof(file) ? FileCheck::kLength : FileCheck::kRecord;
-    body += kHeadBytes + IdentityBytes(record);
-  }
-  if (body != header->body_bytes || fgetc(file) != EOF) return FileCheck::kLength;
-  FIN_CRC32C(crc);
-  if (!EQ_CRC32C(crc, header->crc)) return FileCheck::kChecksum;
+// The header, checked before any entry is made.
+FileCheck CheckHeader(FILE* file, FileHeader* header) {
+  if (fread(header, kHeader3Bytes, 1, file) != 1 || header->magic != kMagic) return FileCheck::kHeader;
+  if ((header->format != kFormat && header->format != kFormat3) || header->pg_major != PG_VERSION_NUM / 10000)
+    return FileCheck::kVersion;
+  if (header->format == kFormat && fread(reinterpret_cast<char*>(header) + kHeader3Bytes,
+                                         sizeof(FileHeader) - kHeader3Bytes, 1, file) != 1)
+    return FileCheck::kLength;
   ControlFacts facts = ReadControlFacts();
   if (facts.system_identifier == 0 || header->system_identifier != facts.system_identifier ||
       header->checkpoint != facts.checkpoint)
@@ -299,30 +377,48 @@ FileCheck CheckFile(FILE* file, FileHeader* header, char* bytes) {
   return FileCheck::kGood;
 }
 
-// The second pass: every record made an entry (counted in restored, or
-// skipped when it found no room).
-void RestoreRecords(FILE* file, const FileHeader& header, char* bytes) {
+// One pass: each record is checked and made an entry (counted in restored,
+// or skipped when it found no room), and the length and checksum are
+// checked at the end; what is wrong with the file, if anything (the caller
+// then removes every entry made).
+FileCheck RestoreRecords(Reader* reader, const FileHeader& header) {
   pg_crc32c crc;
   INIT_CRC32C(crc);
+  COMP_CRC32C(crc, &header.records, CheckedHeaderBytes(header.format));
+  uint64 body = 0;
   MemoryRecord record;
-  for (uint64 i = 0; i < header.records && ReadRecord(file, bytes, &record, &crc); ++i) {
+  for (uint64 i = 0; i < header.records; ++i) {
+    FileCheck check = ReadRecord(reader, &record, &crc);
+    if (check != FileCheck::kGood) return check;
+    body += kHeadBytes + IdentityBytes(record);
     if (RestoreMemoryEntry(record)) {
       ++restored;
     } else {
       ++skipped;
     }
   }
+  if (body != header.body_bytes || !reader->AtEnd()) return FileCheck::kLength;
+  FIN_CRC32C(crc);
+  return EQ_CRC32C(crc, header.crc) ? FileCheck::kGood : FileCheck::kChecksum;
 }
 
-// Loads the file renamed to kLoadingFile (left open in load_file); the
-// check's result.
-FileCheck LoadRenamedFile(char* bytes) {
+// Loads the file renamed to kLoadingFile (left open in load_file); what is
+// wrong with it, if anything. A file found damaged after entries were made
+// leaves none of them.
+FileCheck LoadRenamedFile() {
   load_file = AllocateFile(kLoadingFile, PG_BINARY_R);
   if (load_file == nullptr) return FileCheck::kHeader;
   FileHeader header{};
-  FileCheck check = CheckFile(load_file, &header, bytes);
-  if (check == FileCheck::kGood && fseek(load_file, sizeof(FileHeader), SEEK_SET) == 0)
-    RestoreRecords(load_file, header, bytes);
+  FileCheck check = CheckHeader(load_file, &header);
+  if (check != FileCheck::kGood) return check;
+  // The tables, still empty, take the seeds the records are ordered by: each
+  // entry then goes to the bucket after the last one's, and the tables grow
+  // while they hold few entries.
+  if (header.format == kFormat) SetMemoryTableSeeds(header.compact_seed, header.long_seed);
+  load_buffer = static_cast<char*>(palloc(kBufferBytes));
+  Reader reader{load_file, load_buffer, 0, 0};
+  check = RestoreRecords(&reader, header);
+  if (check != FileCheck::kGood) ForgetMemoryEntries();
   return check;
 }
 
@@ -340,9 +436,8 @@ void LoadAtStartup() {
   skipped = 0;
   volatile FileCheck check = FileCheck::kGood;
   volatile bool failed = false;
-  char* bytes = static_cast<char*>(palloc(MemoryIdentityBytes() + 1));
   PG_TRY();
-  { check = LoadRenamedFile(bytes); }
+  { check = LoadRenamedFile(); }
   PG_CATCH();
   {
     MemoryContextSwitchTo(old);
@@ -351,14 +446,28 @@ void LoadAtStartup() {
     failed = true;
   }
   PG_END_TRY();
+  if (failed) {
+    // The entries made so far come from a file not yet checked whole: none stays.
+    PG_TRY();
+    { ForgetMemoryEntries(); }
+    PG_CATCH();
+    {
+      MemoryContextSwitchTo(old);
+      LWLockReleaseAll();
+      FlushErrorState();
+    }
+    PG_END_TRY();
+  }
   if (load_file != nullptr) FreeFile(load_file);  // never inherited by the postmaster's children
   load_file = nullptr;
-  pfree(bytes);
+  if (load_buffer != nullptr) pfree(load_buffer);
+  load_buffer = nullptr;
   DetachSharedTables();
   unlink(kLoadingFile);
   if (failed) {
-    ereport(LOG, (errmsg("ratelimit: reading \"%s\" failed after %lld memory limits; the rest start afresh",
-                         kStateFile, static_cast<long long>(restored))));
+    ereport(LOG,
+            (errmsg("ratelimit: reading \"%s\" failed after %lld memory limits; memory limits start afresh",
+                    kStateFile, static_cast<long long>(restored))));
   } else if (check == FileCheck::kStale) {
     ereport(LOG,
             (errmsg("ratelimit: \"%s\" is stale and was dropped; memory limits start afresh", kStateFile),

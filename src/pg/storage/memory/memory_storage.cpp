@@ -658,4 +658,24 @@ bool RestoreMemoryEntry(const MemoryRecord& record) {
          ModifyResult::kDone;
 }
 
+void MemoryTableSeeds(uint64* compact, uint64* long_seed) {
+  Tables tables = TablesOrNull();
+  *compact = tables.of[0] == nullptr ? 0 : header->seed;
+  *long_seed = tables.of[0] == nullptr ? 0 : long_header->seed;
+}
+
+void SetMemoryTableSeeds(uint64 compact, uint64 long_seed) {
+  if (TablesOrNull().of[0] == nullptr) return;
+  Assert(pg_atomic_read_u32(&header->slots.used) == 0);
+  header->seed = compact;
+  long_header->seed = long_seed;
+}
+
+void ForgetMemoryEntries() {
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr) return;
+  SweepIdle(tables, PG_INT64_MAX, InvalidOid);  // every entry is idle at the end of time
+  pg_atomic_write_u64(&header->next_idle_at, 0);
+}
+
 }  // namespace ratelimit_pg

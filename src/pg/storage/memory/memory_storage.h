@@ -42,5 +42,16 @@ Micros MemorySweepClock();
 // too long, no room, a duplicate). May raise only as an insert can (no
 // memory left in the area).
 bool RestoreMemoryEntry(const MemoryRecord& record);
+// The hash seeds of the compact and the long table (0 without shared
+// memory): the saved state keeps them, and its records are in their order.
+void MemoryTableSeeds(uint64* compact, uint64* long_seed);
+// Gives the tables the seeds of a saved state, while both are empty (the
+// load, in the postmaster before any connection): its records then arrive
+// in the tables' own order.
+void SetMemoryTableSeeds(uint64 compact, uint64 long_seed);
+// Deletes every entry of every database, giving back what each counted: a
+// load's undo when its file proves damaged after entries were made (it runs
+// in the postmaster before any connection, so the entries are the load's).
+void ForgetMemoryEntries();
 
 }  // namespace ratelimit_pg
