@@ -1,5 +1,5 @@
 -- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to
--- the default version (through 0.5.0, 0.6.0, 0.7.0, 0.8.0 and 0.9.0), and from 0.2.0
+-- the default version (through 0.5.0, 0.6.0, 0.7.0, 0.8.0, 0.9.0 and 0.10.0), and from 0.2.0
 -- straight to it:
 -- state and definitions survive, the new objects appear, and the result
 -- matches a fresh install.
