@@ -342,6 +342,13 @@ damaged_files() {
     fi
     no_state_file "d: $case crafted file (after the start)" || rc=1
     stop_fast
+    # The tables kept a format-4 file's seeds: the clean stop wrote them again.
+    if [ "$case" = good ] && [ "$(python3 "$STATE_TOOL" seeds "$CLUSTER_DIR/data/$STATE_FILE")" != "$(python3 "$STATE_TOOL" seeds "$crafted")" ]; then
+      fail "d: good: the saved state's hash seeds are not those of the file it loaded"
+      rc=1
+    elif [ "$case" = good ]; then
+      echo "ok - d: good: the clean stop saved the hash seeds of the file it loaded"
+    fi
   done
 
   for case in truncated flipped format major stale foreign huge-lengths nan empty random bad-crc; do
@@ -353,6 +360,16 @@ damaged_files() {
     if [ "$case" = bad-crc ] && ! log_since "$offset" | grep -q "ratelimit: \"$STATE_FILE\" is damaged and was dropped"; then
       fail "d: bad-crc: no LOG line 'ratelimit: \"$STATE_FILE\" is damaged and was dropped'"
       rc=1
+    fi
+    # Nor did the tables keep the seeds of a file found damaged after its
+    # entries were made: the clean stop wrote seeds drawn at the start.
+    if [ "$case" = bad-crc ] || [ "$case" = flipped ]; then
+      if [ "$(python3 "$STATE_TOOL" seeds "$CLUSTER_DIR/data/$STATE_FILE")" = "$(python3 "$STATE_TOOL" seeds "$crafted")" ]; then
+        fail "d: $case: the dropped file's hash seeds stayed in use (the clean stop saved them again)"
+        rc=1
+      else
+        echo "ok - d: $case: the dropped file's hash seeds were not kept"
+      fi
     fi
   done
   start_cluster_server

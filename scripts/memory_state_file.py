@@ -20,6 +20,9 @@ Usage:
       validates FILE as a format-4 file of PostgreSQL MAJOR; prints one line
       per record (database name key value, the value to 2 decimals) or, on the first fault, one
       "invalid: ..." line and exits 1.
+  memory_state_file.py seeds FILE
+      prints the two hash seeds of FILE's format-4 header (hex), or one
+      "invalid: ..." line and exits 1.
   memory_state_file.py craft CASE OUT MAJOR DATABASE NOW_US PG_CONTROL
       writes a file of CASE (below) to OUT for the cluster whose
       global/pg_control is PG_CONTROL (its system identifier and last
@@ -194,6 +197,13 @@ def main(argv):
             return 1
         for database, name, key, value in records:
             print(database, name, "<NULL>" if key is None else key, f"{value:.2f}")
+        return 0
+    if len(argv) == 3 and argv[1] == "seeds":
+        data = open(argv[2], "rb").read(HEADER.size)
+        if len(data) < HEADER.size or HEADER.unpack_from(data)[1] != FORMAT:
+            print("invalid: not a format-4 header")
+            return 1
+        print("%016x %016x" % HEADER.unpack_from(data)[8:10])
         return 0
     if len(argv) == 8 and argv[1] == "craft":
         data = craft(argv[2], int(argv[4]), int(argv[5]), int(argv[6]), control_identity(argv[7]))

@@ -241,12 +241,18 @@ ControlFacts ReadControlFacts() {
 // CRC), then renames it durably; how many, or -1 (the temporary file
 // removed).
 int64 WriteStateFile(const ControlFacts& facts) {
-  FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
-  if (file == nullptr) return -1;
+  // What can raise comes before the file exists (SaveAtExit's handler
+  // removes a temporary file an error leaves anyway).
   FileHeader header{
       kMagic, kFormat, PG_VERSION_NUM / 10000, 0, 0, 0, facts.system_identifier, facts.checkpoint, 0, 0};
   MemoryTableSeeds(&header.compact_seed, &header.long_seed);
-  WriteState state{file, static_cast<char*>(palloc(kBufferBytes)), 0, 0, 0, 0};
+  char* buffer = static_cast<char*>(palloc(kBufferBytes));
+  FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
+  if (file == nullptr) {
+    pfree(buffer);
+    return -1;
+  }
+  WriteState state{file, buffer, 0, 0, 0, 0};
   bool ok = fwrite(&header, sizeof header, 1, file) == 1;
   ok = ok && ForEachMemoryEntry(MemorySweepClock(), WriteRecord, &state) >= 0 && FlushBuffer(&state);
   header.records = state.records;
@@ -286,6 +292,7 @@ void SaveAtExit(int code, Datum) {
     MemoryContextSwitchTo(old);
     LWLockReleaseAll();
     FlushErrorState();
+    unlink(kTempFile);  // a partial file is never renamed into place
   }
   PG_END_TRY();
   DetachSharedTables();

@@ -667,8 +667,10 @@ void MemoryTableSeeds(uint64* compact, uint64* long_seed) {
 void SetMemoryTableSeeds(uint64 compact, uint64 long_seed) {
   if (TablesOrNull().of[0] == nullptr) return;
   Assert(pg_atomic_read_u32(&header->slots.used) == 0);
-  header->seed = compact;
-  long_header->seed = long_seed;
+  // 0 is the hash's unseeded value, which anyone can compute: a file that
+  // says 0 gets a seed drawn now.
+  header->seed = compact != 0 ? compact : NewTableSeed();
+  long_header->seed = long_seed != 0 ? long_seed : NewTableSeed();
 }
 
 void ForgetMemoryEntries() {
@@ -676,6 +678,9 @@ void ForgetMemoryEntries() {
   if (tables.of[0] == nullptr) return;
   SweepIdle(tables, PG_INT64_MAX, InvalidOid);  // every entry is idle at the end of time
   pg_atomic_write_u64(&header->next_idle_at, 0);
+  // Nor does a dropped file's header stay: the tables, empty again, take
+  // seeds drawn now, as at a start without a file.
+  SetMemoryTableSeeds(NewTableSeed(), NewTableSeed());
 }
 
 }  // namespace ratelimit_pg

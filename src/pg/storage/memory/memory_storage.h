@@ -49,9 +49,10 @@ void MemoryTableSeeds(uint64* compact, uint64* long_seed);
 // load, in the postmaster before any connection): its records then arrive
 // in the tables' own order.
 void SetMemoryTableSeeds(uint64 compact, uint64 long_seed);
-// Deletes every entry of every database, giving back what each counted: a
-// load's undo when its file proves damaged after entries were made (it runs
-// in the postmaster before any connection, so the entries are the load's).
+// Deletes every entry of every database, giving back what each counted, and
+// gives the empty tables new seeds: a load's undo when its file proves
+// damaged after entries were made or the load fails (it runs in the
+// postmaster before any connection, so the entries are the load's).
 void ForgetMemoryEntries();
 
 }  // namespace ratelimit_pg
