@@ -313,14 +313,21 @@ SQL
 # with the hash computed on the partition), in the main cluster, and checks
 # through the router that every limit kept its state on exactly one
 # partition, its own.
+# Fresh databases for a group of checks: partitions $1 0 .. $1 ($2 - 1)
+# with the extension, and the router's database $3 (empty).
+fresh_databases() {
+  local prefix=$1 count=$2 router=$3 i
+  for ((i = 0; i < count; i++)); do
+    psql_in -d postgres -c "DROP DATABASE IF EXISTS $prefix$i" -c "CREATE DATABASE $prefix$i"
+    psql_in -d "$prefix$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
+  done
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS $router" -c "CREATE DATABASE $router"
+}
+
 run_reshard() {
   local config='{"kind": "token bucket", "rate": 1, "period": "3650 days", "capacity": 5}'
   local i
-  for i in 0 1 2 3; do
-    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_r$i" -c "CREATE DATABASE rl_r$i"
-    psql_in -d "rl_r$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
-  done
-  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_reshard" -c "CREATE DATABASE router_reshard"
+  fresh_databases rl_r 4 router_reshard
   psql_in -d router_reshard -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_r0 host=$MAIN_HOST port=$PGPORT', p1 'dbname=rl_r1 host=$MAIN_HOST port=$PGPORT')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" \
@@ -512,8 +519,31 @@ SQL
 # or timed out (the server's query_timeout) while its partition waits for a
 # row lock cancels the partition's statement, and the session's next call
 # works.
+# What both groups of router checks below share: a statement's outcome as
+# text, and a bounded wait (60 seconds) for a session to appear or go.
+ROUTED_HELPERS="
+CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
+BEGIN
+  EXECUTE statement;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS OR query_canceled THEN
+  RETURN SQLSTATE || ' ' || SQLERRM;
+END \$\$;
+-- Waits (up to 60 s) until whether a session of application app runs a
+-- statement like pattern is present.
+CREATE FUNCTION pg_temp.wait_until(app text, pattern text, present boolean) RETURNS boolean
+LANGUAGE plpgsql AS \$\$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN present = EXISTS (SELECT FROM pg_stat_activity WHERE application_name = app AND query LIKE pattern);
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN true;
+END \$\$;"
 TRANSPORT_HELPERS="
 SET client_min_messages = warning;
+$ROUTED_HELPERS
 CREATE FUNCTION pg_temp.routed() RETURNS text LANGUAGE plpgsql AS \$\$
 BEGIN
   PERFORM pg_stat_clear_snapshot();
@@ -544,23 +574,10 @@ BEGIN
 END \$\$;
 -- Waits (up to 60 seconds) until the holder holds its row (its sleep
 -- runs), or until it is gone.
-CREATE FUNCTION pg_temp.holder(holding boolean) RETURNS boolean LANGUAGE plpgsql AS \$\$
-BEGIN
-  FOR i IN 1..1200 LOOP
-    PERFORM pg_stat_clear_snapshot();
-    EXIT WHEN holding = EXISTS (SELECT FROM pg_stat_activity WHERE application_name = 'ratelimit_holder'
-                                AND (NOT holding OR query LIKE '%pg_sleep%'));
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-  RETURN true;
-END \$\$;
-CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
-BEGIN
-  EXECUTE statement;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS OR query_canceled THEN
-  RETURN SQLSTATE || ' ' || SQLERRM;
-END \$\$;"
+CREATE FUNCTION pg_temp.holder(holding boolean) RETURNS boolean LANGUAGE sql AS \$\$
+  SELECT pg_temp.wait_until('ratelimit_holder', CASE WHEN holding THEN '%pg_sleep%' ELSE '%' END, holding)
+\$\$;
+"
 run_transport() {
   local db=router config='{"kind": "token bucket", "rate": 1000, "period": 1000}' part out holder
   local call="SELECT ratelimit_limit('held', 'k', '$config')"
@@ -673,6 +690,7 @@ SQL
 # Waits are for conditions (bounded, 60 seconds), never for a fixed time.
 FAILURE_HELPERS="
 SET client_min_messages = warning;
+$ROUTED_HELPERS
 -- The router's partition backends in database db, as 'pid,pid'.
 CREATE FUNCTION pg_temp.pids(db text) RETURNS text LANGUAGE plpgsql AS \$\$
 BEGIN
@@ -700,22 +718,9 @@ BEGIN
   RETURN strpos(pg_temp.pids(db), ',') = 0;
 END \$\$;
 -- Waits (up to 60 s) until a session of application app runs a statement like pattern.
-CREATE FUNCTION pg_temp.wait_for(app text, pattern text) RETURNS boolean LANGUAGE plpgsql AS \$\$
-BEGIN
-  FOR i IN 1..1200 LOOP
-    PERFORM pg_stat_clear_snapshot();
-    EXIT WHEN EXISTS (SELECT FROM pg_stat_activity WHERE application_name = app AND query LIKE pattern);
-    PERFORM pg_sleep(0.05);
-  END LOOP;
-  RETURN true;
-END \$\$;
-CREATE FUNCTION pg_temp.state_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
-BEGIN
-  EXECUTE statement;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS OR query_canceled THEN
-  RETURN SQLSTATE || ' ' || SQLERRM;
-END \$\$;
+CREATE FUNCTION pg_temp.wait_for(app text, pattern text) RETURNS boolean LANGUAGE sql AS \$\$
+  SELECT pg_temp.wait_until(app, pattern, true)
+\$\$;
 -- With connection_lifetime lifetime (seconds): routed calls on every
 -- partition, 50 ms apart, until rl_f0's backend is replaced (up to 60 s):
 -- whether any call begun less than lifetime after the first one (before
@@ -747,11 +752,7 @@ BEGIN
 END \$\$;"
 run_transport_failures() {
   local host=$MAIN_HOST config='{"kind": "token bucket", "rate": 10, "period": "1 hour"}' i out holder columns
-  for i in 0 1; do
-    psql_in -d postgres -c "DROP DATABASE IF EXISTS rl_f$i" -c "CREATE DATABASE rl_f$i"
-    psql_in -d "rl_f$i" -c "CREATE EXTENSION ratelimit VERSION '$API_VERSION'"
-  done
-  psql_in -d postgres -c "DROP DATABASE IF EXISTS router_failures" -c "CREATE DATABASE router_failures"
+  fresh_databases rl_f 2 router_failures
   psql_in -d router_failures -c "CREATE EXTENSION plproxy" -c "CREATE EXTENSION ratelimit_proxy VERSION '$ROUTER_VERSION'" \
     -c "CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 'dbname=rl_f0 host=$host port=5432', p1 'dbname=rl_f1 host=$host port=5432')" \
     -c "CREATE USER MAPPING FOR PUBLIC SERVER ratelimit OPTIONS (user 'postgres')" >/dev/null
