@@ -25,13 +25,16 @@ namespace {
 // The block's name carries its layout's version: a library of another
 // layout loaded into the same running server (the registry segment lives
 // until the restart) gets a block of its own, never this one.
-constexpr const char* kBlockName = "ratelimit_shared_tables_v2";
+constexpr const char* kBlockName = "ratelimit_shared_tables_v3";
 constexpr const char* kAreaTrancheName = "ratelimit_dsa";
 
 struct TableControl {
   int tranche_id;
   dshash_table_handle handle;
-  Size header_offset;  // from the control block's start
+  Size header_offset;    // from the control block's start
+  Size backends_offset;  // its per-backend blocks (preload), 0 for none
+  int backends;          // how many (MaxBackends at server start)
+  Size backend_stride;   // each block's bytes, a multiple of the cache line
 };
 
 struct SharedControl {
@@ -66,10 +69,23 @@ dshash_parameters ParamsOf(int table, int tranche_id) {
   return params;
 }
 
+// A table's per-backend block, padded to whole cache lines, so that two
+// backends never write one line; 0 without the preload (the registry
+// segment has none: its size is fixed before MaxBackends matters).
+Size BackendStride(int table) {
+  if (!preloaded || specs[table].per_backend_size == 0) return 0;
+  return TYPEALIGN(PG_CACHE_LINE_SIZE, specs[table].per_backend_size);
+}
+
 Size ControlSize() {
   Size size = MAXALIGN(sizeof(SharedControl));
   for (int i = 0; i < kSharedTables; ++i)
     if (spec_given[i]) size = add_size(size, MAXALIGN(specs[i].header_size));
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i] || BackendStride(i) == 0) continue;
+    // the first block at a cache line's start, whatever the block's own alignment
+    size = add_size(size, add_size(PG_CACHE_LINE_SIZE, mul_size(BackendStride(i), MaxBackends)));
+  }
   return size;
 }
 
@@ -186,6 +202,16 @@ void InitControl(SharedControl* c) {
     c->tables[i].header_offset = offset;
     specs[i].init_header(reinterpret_cast<char*>(c) + offset);
     offset += MAXALIGN(specs[i].header_size);
+  }
+  for (int i = 0; i < kSharedTables; ++i) {
+    if (!spec_given[i] || BackendStride(i) == 0) continue;
+    char* start = reinterpret_cast<char*>(c) + offset;
+    Size pad = reinterpret_cast<char*>(TYPEALIGN(PG_CACHE_LINE_SIZE, start)) - start;
+    c->tables[i].backends_offset = offset + pad;
+    c->tables[i].backends = MaxBackends;
+    c->tables[i].backend_stride = BackendStride(i);
+    std::memset(start + pad, 0, mul_size(BackendStride(i), MaxBackends));
+    offset = add_size(offset, add_size(PG_CACHE_LINE_SIZE, mul_size(BackendStride(i), MaxBackends)));
   }
 }
 
@@ -349,6 +375,19 @@ void DetachSharedTables() {
   if (area != nullptr) dsa_detach(area);
   area = nullptr;
   attached = false;
+}
+
+void* PerBackendBlocks(SharedTable table, int* count, size_t* stride) {
+  if (!attached) Attach();
+  int i = static_cast<int>(table);
+  if (control == nullptr || control->tables[i].backends_offset == 0) {
+    *count = 0;
+    *stride = 0;
+    return nullptr;
+  }
+  *count = control->tables[i].backends;
+  *stride = control->tables[i].backend_stride;
+  return reinterpret_cast<char*>(control) + control->tables[i].backends_offset;
 }
 
 dshash_table* AttachSharedTable(SharedTable table, void** header) {

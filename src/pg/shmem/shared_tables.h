@@ -40,6 +40,9 @@ struct SharedTableSpec {
   size_t header_size;                 // the table's header, in the control block
   void (*init_header)(void* header);  // once, when the memory is made
   int (*max_entries)();               // the most entries (sizes the preloaded block)
+  // With the preload only: bytes of the control block for each backend
+  // (MaxBackends of them, each at a cache line's start, zeroed), 0 for none.
+  size_t per_backend_size = 0;
 };
 
 void DefineSharedTable(SharedTable table, const SharedTableSpec& spec);
@@ -65,6 +68,10 @@ using EntryCopier = bool (*)(void* entry, void* out, void* arg);
 // (and may raise) after every lock is released. How many; *out the array.
 int CopySorted(dshash_table* table, size_t size, EntryCopier copy, void* arg,
                int (*compare)(const void*, const void*), void** out);
+// The table's per-backend blocks (SharedTableSpec::per_backend_size), as
+// one array of *count blocks of *stride bytes; nullptr without the preload.
+// Attaches on first use.
+void* PerBackendBlocks(SharedTable table, int* count, size_t* stride);
 // Detaches this process (the postmaster, after it loaded or saved memory
 // limits: the processes it forks attach for themselves).
 void DetachSharedTables();

@@ -24,6 +24,7 @@ extern "C" {
 #include "nodes/miscnodes.h"
 #include "parser/parse_relation.h"
 #endif
+#include "storage/proc.h"
 #if PG_VERSION_NUM >= 170000
 #include "storage/dsm_registry.h"
 #endif
@@ -256,6 +257,17 @@ inline WaitEventSet* NewSessionWaitEventSet(int events) {
   return CreateWaitEventSet(nullptr, events);
 #else
   return CreateWaitEventSet(TopMemoryContext, events);
+#endif
+}
+
+// This process's index in PostgreSQL's array of PGPROCs (MyProcNumber
+// from 17 on, MyProc->pgprocno before); -1 for a process without one.
+// Regular backends and background workers have indexes below MaxBackends.
+inline int MyProcIndex() {
+#if PG_VERSION_NUM >= 170000
+  return MyProcNumber == INVALID_PROC_NUMBER ? -1 : static_cast<int>(MyProcNumber);
+#else
+  return MyProc == nullptr ? -1 : MyProc->pgprocno;
 #endif
 }
 
