@@ -7,7 +7,8 @@
 # waits (test/stats/specs); then a second
 # cluster with the largest ratelimit.stats_max_names, 1000000 (about 1.1 GB
 # of shared memory): the C++ client's stats() test, and stats_many, which
-# fills every slot (a million calls: about half a minute).
+# fills every slot (a million calls: about half a minute); then
+# scripts/stats-backends-test.sh (the per-backend slots, a cluster of its own).
 # The main cluster of scripts/test.sh runs without the preload, where
 # sql/stats.sql checks the view is empty (on 15 and 16; from 17 the DSM
 # registry serves it without the preload, and this script tests the
@@ -60,4 +61,7 @@ OUT=${STATS_TEST_OUT:+$STATS_TEST_OUT/many}
 OUT=${OUT:-$CLUSTER_DIR/stats-results}
 stats_regress "$PG_REGRESS" "$OUT" --dbname=stats_regression stats_many || failed=1
 check_server_log_for_crashes || failed=1
+stop_cluster
+# The per-backend slots: sessions kept open, idle, terminated, a reset.
+scripts/stats-backends-test.sh || failed=1
 exit $failed
