@@ -40,7 +40,7 @@ read -r -a LAYERS <<<"${ORDER//</}"
 STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"
 
 # The adapter's pure pieces: no PostgreSQL, compiled into core_tests too.
-PURE="src/pg/decide/grant_records.h"
+PURE="src/pg/decide/grant_records.h src/pg/shmem/quota_rule.h"
 
 status=0
 fail() {
