@@ -17,7 +17,9 @@
 #   5. a reset racing 4 counting sessions: never more counted than made,
 #      and exact counting afterwards;
 #   6. more names than a slot holds (40 against 16) from 2 sessions: every
-#      name exact, idle and after exit.
+#      name exact, idle and after exit;
+#   7. one reset while 4 sessions count, none after it: every call made
+#      once the reset returned is counted, idle and after exit.
 # Needs the extension installed (make install). With RATELIMIT_CHROOT,
 # PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's enter_major), the
 # cluster is another major's, in its root.
@@ -45,7 +47,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.stats_max_names=1000 -c max_connections=40
+start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.stats_max_names=20000 -c max_connections=40
 
 psql_() { run_pg_client "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 q() { psql_ -c "$1"; }
@@ -206,6 +208,53 @@ check_many "the sessions idle"
 terminate_session m1
 close_session m2
 check_many "the sessions gone"
+
+# 7. One reset while 4 sessions count 16 names each, and no reset after it:
+#    every call made once the reset returned is counted, while the sessions
+#    are idle and after they quit. (A session that, while the reset was
+#    deleting the entries, found a name's entry of the old period not yet
+#    deleted must not give that entry's id a place in its slot: its later
+#    counts would be added to no entry.) 9000 other names make the reset's
+#    deletion long enough for the sessions to count meanwhile.
+q "SELECT ratelimit_stats_reset()" >/dev/null
+q "SELECT count(*) FROM generate_series(1, 9000) g, LATERAL ratelimit_limit('fill' || g, 'k', '$CFG') r" >/dev/null
+spin() {
+  echo "SELECT count(*) FROM generate_series(1, $1) g, LATERAL ratelimit_limit('spin' || (g % 16), 'k', '$CFG') r;"
+}
+for i in 1 2 3 4; do
+  open_session "p$i"
+  send "p$i" "$(spin 400000)"
+  send "p$i" "SELECT 'done:spin';"
+done
+active_spins() {
+  q "SELECT count(*) FROM pg_stat_activity
+     WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%''spin''%'"
+}
+tries=0
+until [ "$(active_spins)" = 4 ] || [ $tries -gt 300 ]; do
+  tries=$((tries + 1))
+  sleep 0.1
+done
+sleep 0.3
+q "SELECT ratelimit_stats_reset()" >/dev/null
+expect "the 4 sessions were still counting when the reset returned" "$(active_spins)" 4
+for i in 1 2 3 4; do wait_line "p$i" done:spin; done
+q "CREATE TABLE spin_before AS SELECT name, granted + refused AS n FROM ratelimit_stats WHERE name LIKE 'spin%'" \
+  >/dev/null
+# Prints "names at +400|names|each name's count since spin_before".
+check_spin() {
+  local rows
+  rows=$(psql_ -c "SELECT count(*) FILTER (WHERE a.n - coalesce(b.n, 0) = 400), count(*),
+                          string_agg((a.n - coalesce(b.n, 0))::text, ' ' ORDER BY name)
+                   FROM (SELECT name, granted + refused AS n FROM ratelimit_stats WHERE name LIKE 'spin%') a
+                   LEFT JOIN spin_before b USING (name)")
+  expect "16 names x 4 sessions x 100 calls after the reset, $1 (names at +400, names)" "${rows%|*}" "16|16"
+  [ "${rows%|*}" = "16|16" ] || echo "  each name's count: ${rows##*|}" >&2
+}
+for i in 1 2 3 4; do run_in "p$i" "$(spin 1600)" spin2; done
+check_spin "the sessions idle"
+for i in 1 2 3 4; do close_session "p$i"; done
+check_spin "the sessions gone"
 
 check_server_log_for_crashes || failed=1
 exit $failed
