@@ -65,14 +65,19 @@
 //   owner finds an empty slot; a slot left full (its owner's fold failed)
 //   is emptied, with a LOG, by the next owner (its counts are lost).
 //
-//   Reset: ratelimit_stats_reset takes the fold lock exclusive, adds one to
-//   the header's generation and deletes the entries. A slot belongs to the
-//   generation it was stamped with: readers and the exit fold ignore a slot
-//   of an older one, and its owner empties it at its next count (which
-//   then finds the name anew). A decision counted while a reset runs is
-//   counted in the new period or not at all, never in both: a backend that
-//   read the generation before the reset and wrote after it wrote into a
-//   slot of the old period.
+//   Reset: ratelimit_stats_reset takes the fold lock exclusive, deletes the
+//   entries and then adds one to the header's generation. A slot belongs
+//   to the generation it was stamped with: readers and the exit fold ignore
+//   a slot of an older one, and its owner empties it at its next count
+//   (which then finds the name anew). A decision counted while a reset runs
+//   is counted in the new period or not at all, never in both: a backend
+//   that read the generation before its change and wrote after it wrote
+//   into a slot of the old period. The generation changes after the
+//   deletions, not before: a backend that read the new generation while
+//   entries were still being deleted could find a name's old entry, not yet
+//   deleted, and give its id a place in a slot of the new period, where
+//   every later count of that name would be added to no entry until the
+//   next reset (stats-backends-test.sh's 7th check).
 //
 //   More names than a slot holds: the names past kSlotNames of a backend
 //   (until the next reset) are counted in their entries, as before (exact,
@@ -594,16 +599,18 @@ Datum StatsRows(FunctionCallInfo fcinfo) {
   return static_cast<Datum>(0);
 }
 
-// Deletes every name (a partition at a time) and starts a new period, under
-// the fold lock exclusive: the slots of the old period count no more (see
-// the top of the file). A name counted in its entry meanwhile keeps what it
-// counted after the reset began.
+// Deletes every name (a partition at a time) and then starts a new period,
+// under the fold lock exclusive: the slots of the old period count no more
+// (see the top of the file). A name counted in its entry meanwhile keeps
+// what it counted after the reset began. The generation moves only once
+// every entry of the old period is gone: a count that reads the new one
+// finds only entries of the new period, so no slot of the new period holds
+// the id of a deleted entry (whose counts would be added to no entry).
 void ResetStats() {
   StatsHeader* header = nullptr;
   dshash_table* table = Table(&header);
   if (table == nullptr) return;
   LWLockAcquire(&header->fold_lock, LW_EXCLUSIVE);
-  pg_atomic_fetch_add_u64(&header->generation, 1);
   SpinLockAcquire(&header->mutex);
   header->stats_reset = GetCurrentTimestamp();
   header->overflowed = false;
@@ -616,6 +623,7 @@ void ResetStats() {
     dshash_delete_current(&scan);
   }
   dshash_seq_term(&scan);
+  pg_atomic_fetch_add_u64(&header->generation, 1);  // a full barrier: after the deletions
   LWLockRelease(&header->fold_lock);
 }
 
