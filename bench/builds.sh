@@ -52,16 +52,8 @@ if [ "${order[*]}" != "old new" ] && [ "${order[*]}" != "new old" ]; then
 fi
 
 PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
-CLUSTER_DIR=""
-WORK_DIR=$(mktemp -d /tmp/ratelimit-builds.XXXXXX)
-cleanup() {
-  stop_cluster
-  rm -rf "$WORK_DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 source bench/lib.sh
+work_dir_removed_on_exit builds
 
 NICE=()
 [ "$(id -u)" != 0 ] || NICE=(nice -n -10)

@@ -64,3 +64,13 @@ limit_each_key() {
   rm -rf "$dir"
   return "$rc"
 }
+
+# Makes WORK_DIR (a temp dir named after $1) and has the script, on exit,
+# Ctrl-C or TERM, stop its throwaway cluster (if started) and remove WORK_DIR.
+work_dir_removed_on_exit() {
+  WORK_DIR=$(mktemp -d "/tmp/ratelimit-$1.XXXXXX")
+  CLUSTER_DIR=""
+  trap 'stop_cluster; rm -rf "$WORK_DIR"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}

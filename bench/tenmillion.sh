@@ -53,15 +53,7 @@ N=$TENMILLION_KEYS
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "TENMILLION_KEYS: not a key count: $N" >&2; exit 2; }
 [[ $TENMILLION_JOBS =~ ^[1-9][0-9]*$ ]] || { echo "TENMILLION_JOBS: not a positive number: $TENMILLION_JOBS" >&2; exit 2; }
 
-WORK_DIR=$(mktemp -d /tmp/ratelimit-tenmillion.XXXXXX)
-CLUSTER_DIR=""
-cleanup() {
-  stop_cluster
-  rm -rf "$WORK_DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+work_dir_removed_on_exit tenmillion
 
 started=$(date +%s)
 since() { echo "$(($(date +%s) - started))s"; }
