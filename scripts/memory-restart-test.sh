@@ -23,6 +23,9 @@
 #   e. A backend killed with SIGKILL and pg_ctl stop -m immediate leave no
 #      file and every memory limit full; a clean stop after a crash saves
 #      the state after it.
+#   f. A clean stop that cannot create its file (a directory in its way)
+#      logs why and writes nothing; the next start is full, and once the
+#      way is clear a clean stop saves again.
 #
 # Needs the extension installed (make install), pgbench and python3. With
 # RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
@@ -425,6 +428,44 @@ crash_leaves_no_snapshot() {
   [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ $rc3 -eq 0 ]
 }
 
+# f. A save that cannot write its file: with a directory where the
+# temporary file goes, a clean stop logs why it could not write (and that
+# memory limits start afresh) and leaves no state file; the next start reads
+# every memory limit full, and once the way is clear a clean stop saves again.
+save_fails() {
+  local offset rc=0 value
+  psql_value -c "SELECT ratelimit_define('unsaved', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
+                   \"storage\": \"memory\"}')" >/dev/null
+  [ "$(psql_value -c "SELECT (ratelimit_limit('unsaved', 'k', NULL, 4)).ok")" = t ] || { fail "f: taking 4 of 'unsaved' failed"; return 1; }
+  as_cluster_user mkdir "$DATA/$STATE_FILE.tmp"
+  offset=$(server_log_size)
+  stop_fast
+  if ! log_since "$offset" | grep -q "ratelimit: could not write \"$STATE_FILE\": Is a directory; memory limits start afresh"; then
+    fail "f: a save that could not create its file did not log 'ratelimit: could not write \"$STATE_FILE\": Is a directory; memory limits start afresh'"
+    log_since "$offset" | grep ratelimit >&2 || true
+    rc=1
+  fi
+  no_state_file "f: after a save that failed" || rc=1
+  # (A shutdown's log has the replication launcher's exit code 1: the check
+  # of crashes reads from the start on.)
+  offset=$(server_log_size)
+  start_cluster_server
+  value=$(value_of unsaved "'k'")
+  [ "$value" = 10.00 ] || { fail "f: after a save that failed, 'unsaved' is $value, not 10.00 (full)"; rc=1; }
+  log_free_of_crashes "f: the start after a save that failed" "$offset" || rc=1
+  [ $rc -eq 0 ] && echo "ok - f: a save that cannot create its file logs why, writes nothing, and the next start is full"
+
+  local rc2=0
+  as_cluster_user rmdir "$DATA/$STATE_FILE.tmp"
+  [ "$(psql_value -c "SELECT (ratelimit_limit('unsaved', 'k', NULL, 4)).ok")" = t ] || { fail "f: taking 4 of 'unsaved' again failed"; rc2=1; }
+  stop_fast
+  start_cluster_server
+  value=$(value_of unsaved "'k'")
+  [ "$value" = 6.00 ] || { fail "f: once the way was clear, a clean restart kept 'unsaved' at $value, not 6.00"; rc2=1; }
+  [ $rc2 -eq 0 ] && echo "ok - f: once the way is clear, a clean stop saves again (6.00)"
+  [ $rc -eq 0 ] && [ $rc2 -eq 0 ]
+}
+
 LOAD_PID=""
 # Ends test b's pgbench if a failure left it running.
 end_load() {
@@ -459,7 +500,7 @@ psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
 start=$SECONDS
 # MEMORY_RESTART_TESTS: some of the tests' functions, in order (all by default).
 for t in ${MEMORY_RESTART_TESTS:-fast_stop_with_open_transactions fast_stop_under_load calls_racing_the_load \
-  damaged_files crash_leaves_no_snapshot}; do
+  damaged_files crash_leaves_no_snapshot save_fails}; do
   ensure_running
   run_test "$t"
 done

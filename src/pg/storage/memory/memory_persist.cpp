@@ -27,6 +27,7 @@
 // compact and long tables of 0.9.0 write what 0.8.0's one table wrote).
 // Format 4 since 0.10.0 (format 3's header and the seeds); format 3, which
 // 0.8.0 and 0.9.0 wrote, is still read (the tables keep their own seeds).
+#include <cerrno>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -240,6 +241,15 @@ ControlFacts ReadControlFacts() {
 // written first as a placeholder, is written again with the counts and the
 // CRC), then renames it durably; how many, or -1 (the temporary file
 // removed).
+// Why the last WriteStateFile failed: the errno of its first failed step.
+int write_errno = 0;
+
+// Keeps the errno of the first step that failed; `done`: the step's success.
+bool Step(bool ok, bool done) {
+  if (ok && !done) write_errno = errno != 0 ? errno : EIO;
+  return ok && done;
+}
+
 int64 WriteStateFile(const ControlFacts& facts) {
   // What can raise comes before the file exists (SaveAtExit's handler
   // removes a temporary file an error leaves anyway).
@@ -247,14 +257,16 @@ int64 WriteStateFile(const ControlFacts& facts) {
       kMagic, kFormat, PG_VERSION_NUM / 10000, 0, 0, 0, facts.system_identifier, facts.checkpoint, 0, 0};
   MemoryTableSeeds(&header.compact_seed, &header.long_seed);
   char* buffer = static_cast<char*>(palloc(kBufferBytes));
+  errno = 0;
   FILE* file = AllocateFile(kTempFile, PG_BINARY_W);
-  if (file == nullptr) {
+  if (!Step(true, file != nullptr)) {
     pfree(buffer);
     return -1;
   }
   WriteState state{file, buffer, 0, 0, 0, 0};
-  bool ok = fwrite(&header, sizeof header, 1, file) == 1;
-  ok = ok && ForEachMemoryEntry(MemorySweepClock(), WriteRecord, &state) >= 0 && FlushBuffer(&state);
+  bool ok = Step(true, fwrite(&header, sizeof header, 1, file) == 1);
+  ok =
+      Step(ok, ok && ForEachMemoryEntry(MemorySweepClock(), WriteRecord, &state) >= 0 && FlushBuffer(&state));
   header.records = state.records;
   header.body_bytes = state.bytes;
   pg_crc32c crc;
@@ -263,11 +275,12 @@ int64 WriteStateFile(const ControlFacts& facts) {
   crc = ShiftCrc(crc, state.bytes) ^ state.body_crc;
   FIN_CRC32C(crc);
   header.crc = crc;
-  ok = ok && fseek(file, 0, SEEK_SET) == 0 && fwrite(&header, sizeof header, 1, file) == 1;
-  ok = ok && fflush(file) == 0 && pg_fsync(fileno(file)) == 0;
-  if (FreeFile(file) != 0) ok = false;
+  ok = Step(ok, ok && fseek(file, 0, SEEK_SET) == 0 && fwrite(&header, sizeof header, 1, file) == 1);
+  ok = Step(ok, ok && fflush(file) == 0 && pg_fsync(fileno(file)) == 0);
+  ok = Step(ok, FreeFile(file) == 0);
   pfree(state.buffer);
-  if (!ok || durable_rename(kTempFile, kStateFile, LOG) != 0) {
+  // durable_rename logs what failed itself (at LOG).
+  if (!ok || !Step(true, durable_rename(kTempFile, kStateFile, LOG) == 0)) {
     unlink(kTempFile);
     return -1;
   }
@@ -281,6 +294,8 @@ void SaveAtExit(int code, Datum) {
   MemoryContext old = CurrentMemoryContext;
   volatile int64 written = -1;
   volatile bool clean = false;
+  char* volatile raised = nullptr;  // the message of an error raised, if one was
+  write_errno = 0;
   PG_TRY();
   {
     ControlFacts facts = ReadControlFacts();
@@ -290,6 +305,8 @@ void SaveAtExit(int code, Datum) {
   PG_CATCH();
   {
     MemoryContextSwitchTo(old);
+    ErrorData* error = CopyErrorData();
+    raised = error->message;
     LWLockReleaseAll();
     FlushErrorState();
     unlink(kTempFile);  // a partial file is never renamed into place
@@ -297,9 +314,13 @@ void SaveAtExit(int code, Datum) {
   PG_END_TRY();
   DetachSharedTables();
   if (!clean) return;
-  if (written < 0) {
+  if (written < 0 && raised != nullptr) {
+    ereport(LOG, (errmsg("ratelimit: could not write \"%s\": %s; memory limits start afresh", kStateFile,
+                         raised)));
+  } else if (written < 0) {
+    errno = write_errno;
     ereport(LOG, (errcode_for_file_access(),
-                  errmsg("ratelimit: could not write \"%s\"; memory limits start afresh", kStateFile)));
+                  errmsg("ratelimit: could not write \"%s\": %m; memory limits start afresh", kStateFile)));
   } else {
     ereport(LOG, (errmsg("ratelimit: %lld memory limits written for the next start",
                          static_cast<long long>(written))));
