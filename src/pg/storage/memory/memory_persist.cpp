@@ -27,8 +27,8 @@
 // compact and long tables of 0.9.0 write what 0.8.0's one table wrote).
 // Format 4 since 0.10.0 (format 3's header and the seeds); format 3, which
 // 0.8.0 and 0.9.0 wrote, is still read (the tables keep their own seeds).
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -237,10 +237,6 @@ ControlFacts ReadControlFacts() {
   return facts;
 }
 
-// Writes every live entry to the temporary file, in one pass (the header,
-// written first as a placeholder, is written again with the counts and the
-// CRC), then renames it durably; how many, or -1 (the temporary file
-// removed).
 // Why the last WriteStateFile failed: the errno of its first failed step.
 int write_errno = 0;
 
@@ -250,6 +246,10 @@ bool Step(bool ok, bool done) {
   return ok && done;
 }
 
+// Writes every live entry to the temporary file, in one pass (the header,
+// written first as a placeholder, is written again with the counts and the
+// CRC), then renames it durably; how many, or -1 (the temporary file
+// removed).
 int64 WriteStateFile(const ControlFacts& facts) {
   // What can raise comes before the file exists (SaveAtExit's handler
   // removes a temporary file an error leaves anyway).
