@@ -215,15 +215,22 @@ check_many "the sessions gone"
 #    deleting the entries, found a name's entry of the old period not yet
 #    deleted must not give that entry's id a place in its slot: its later
 #    counts would be added to no entry.) 9000 other names make the reset's
-#    deletion long enough for the sessions to count meanwhile.
+#    deletion long enough for the sessions to count meanwhile; the sessions
+#    count until a row in spin_stop tells them to stop, after the reset
+#    returned, however fast the machine.
 q "SELECT ratelimit_stats_reset()" >/dev/null
 q "SELECT count(*) FROM generate_series(1, 9000) g, LATERAL ratelimit_limit('fill' || g, 'k', '$CFG') r" >/dev/null
+q "CREATE TABLE spin_stop ()" >/dev/null
 spin() {
   echo "SELECT count(*) FROM generate_series(1, $1) g, LATERAL ratelimit_limit('spin' || (g % 16), 'k', '$CFG') r;"
 }
+# Counts 1,000 calls at a time (each statement sees spin_stop anew) until stopped.
+spin_until_stopped="DO \$\$ BEGIN WHILE NOT EXISTS (SELECT FROM spin_stop) LOOP
+  PERFORM count(*) FROM generate_series(1, 1000) g, LATERAL ratelimit_limit('spin' || (g % 16), 'k', '$CFG') r;
+  END LOOP; END \$\$;"
 for i in 1 2 3 4; do
   open_session "p$i"
-  send "p$i" "$(spin 400000)"
+  send "p$i" "$spin_until_stopped"
   send "p$i" "SELECT 'done:spin';"
 done
 active_spins() {
@@ -238,6 +245,7 @@ done
 sleep 0.3
 q "SELECT ratelimit_stats_reset()" >/dev/null
 expect "the 4 sessions were still counting when the reset returned" "$(active_spins)" 4
+q "INSERT INTO spin_stop DEFAULT VALUES" >/dev/null
 for i in 1 2 3 4; do wait_line "p$i" done:spin; done
 q "CREATE TABLE spin_before AS SELECT name, granted + refused AS n FROM ratelimit_stats WHERE name LIKE 'spin%'" \
   >/dev/null
