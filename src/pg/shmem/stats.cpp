@@ -126,6 +126,17 @@ struct StatsKey {
   char name[kMaxNameBytes];  // name_len bytes; the rest is never read
 };
 
+// The key of a name in a database. Only the name's bytes are set: the hash,
+// the comparison and the rows read no further (an insert copies the rest,
+// unread).
+StatsKey KeyOf(Oid database, const char* name, int name_len) {
+  StatsKey key;
+  key.database = database;
+  key.name_len = name_len;
+  std::memcpy(key.name, name, name_len);
+  return key;
+}
+
 struct Counters {
   int64 granted;
   int64 refused;
@@ -413,13 +424,8 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
       return;
     }
   }
-  // Only the name's bytes are set: the hash, the comparison and the rows read
-  // no further (an insert copies the rest, unread).
-  StatsKey key;
-  key.database = MyDatabaseId;
-  key.name_len = name_len;
-  std::memcpy(key.name, id.name, key.name_len);
-  uint64 entry_id = CountInEntry(header, table, key, defined, counter, tokens);
+  uint64 entry_id =
+      CountInEntry(header, table, KeyOf(MyDatabaseId, id.name, name_len), defined, counter, tokens);
   if (slot == nullptr || entry_id == 0 || slot->used == kSlotNames || slot->generation != generation) return;
   int place = slot->used;
   place_names[place].hash = hash;
@@ -448,10 +454,7 @@ void FoldSlot(int, Datum) {
   LWLockAcquire(&header->fold_lock, LW_EXCLUSIVE);
   if (slot->generation == pg_atomic_read_u64(&header->generation)) {
     for (int i = 0; i < slot->used; ++i) {
-      StatsKey key;
-      key.database = place_names[i].database;
-      key.name_len = place_names[i].len;
-      std::memcpy(key.name, place_names[i].name, key.name_len);
+      StatsKey key = KeyOf(place_names[i].database, place_names[i].name, place_names[i].len);
       auto* entry = static_cast<StatsEntry*>(dshash_find(table, &key, false));
       if (entry == nullptr) continue;  // cannot be: a reset would have changed the generation
       if (entry->id == slot->names[i].entry_id) {
