@@ -12,7 +12,8 @@
 // that follows the shutdown that wrote it (the same checkpoint in
 // pg_control): one left behind while the server ran without the preload,
 // or copied from another cluster, is stale and dropped. It is renamed
-// before it is read: a file that stops a load is never read twice.
+// before it is read: a file that stops a load is never read twice (one
+// that cannot be renamed is not read, and this run's save replaces it).
 //
 // One pass each way. The save counts the records as it writes them and
 // writes the header again at the end, its CRC combined with the body's. The
@@ -32,6 +33,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+
+#include <sys/stat.h>
 
 #include "storage/memory/memory_persist.h"
 
@@ -450,13 +453,31 @@ FileCheck LoadRenamedFile() {
   return check;
 }
 
+// The file could not be renamed for its load (something in kLoadingFile's
+// way that is not a file, such as a directory an operator made, which is
+// not ours to remove; no permission): it stays where it is, unread, and the
+// clean shutdown of this run writes this run's entries over it (after that
+// shutdown it would be stale anyway).
+void ReportNotRenamed() {
+  int error = errno;
+  struct stat in_way;
+  bool blocked = lstat(kLoadingFile, &in_way) == 0;
+  errno = error;
+  ereport(LOG, (errcode_for_file_access(),
+                errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
+                       kStateFile, kLoadingFile),
+                errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
+                          "limits over it.",
+                          kStateFile),
+                blocked ? errhint("Remove \"%s\", which is in the way of every load.", kLoadingFile) : 0));
+}
+
 void LoadAtStartup() {
   // What a load or a write that died left: never read.
   unlink(kLoadingFile);
   unlink(kTempFile);
   if (rename(kStateFile, kLoadingFile) != 0) {
-    if (errno != ENOENT)
-      ereport(LOG, (errcode_for_file_access(), errmsg("ratelimit: could not read \"%s\": %m", kStateFile)));
+    if (errno != ENOENT) ReportNotRenamed();
     return;
   }
   MemoryContext old = CurrentMemoryContext;
