@@ -26,6 +26,15 @@
 #   f. A clean stop that cannot create its file (a directory in its way)
 #      logs why and writes nothing; the next start is full, and once the
 #      way is clear a clean stop saves again.
+#   g. A start whose load cannot rename the file (a directory named
+#      ratelimit_memory.state.loading in its way, left alone) logs that
+#      rename's failure, starts every memory limit afresh, answers calls
+#      and keeps the file; its clean stop writes this run's limits over it,
+#      and once the way is clear the next start reads those back.
+#   h. A clean stop whose fsync of the data directory after the rename
+#      fails (test/fault/fsync_fault.c, LD_PRELOADed for that run only)
+#      logs that the limits were written but not made durable, never that
+#      they start afresh; the next start reads them back.
 #
 # Needs the extension installed (make install), pgbench and python3. With
 # RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
@@ -466,6 +475,117 @@ save_fails() {
   [ $rc -eq 0 ] && [ $rc2 -eq 0 ]
 }
 
+# g. A start whose load cannot rename the file out of the way: a directory
+# where the file is renamed to (an operator's; the server never removes
+# it). The start logs the rename's failure (not a read's), begins every
+# memory limit afresh, answers calls and leaves the file as it was; its
+# clean stop writes this run's limits over it (the old file, written before
+# this run's shutdown checkpoint, could not be read after it anyway), and
+# once the way is clear the next start reads this run's limits back.
+load_blocked() {
+  local offset rc=0 line kept=$CLUSTER_DIR/kept.state
+  psql_value -c "SELECT ratelimit_define('blocked', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
+                   \"storage\": \"memory\"}')" >/dev/null
+  [ "$(psql_value -c "SELECT (ratelimit_limit('blocked', 'old', NULL, 4)).ok")" = t ] || { fail "g: taking 4 of 'blocked' failed"; return 1; }
+  as_cluster_user mkdir "$DATA/$STATE_FILE.loading"
+  offset=$(server_log_size)
+  stop_fast
+  if ! log_since "$offset" | grep -qE "ratelimit: [1-9][0-9]* memory limits written for the next start"; then
+    fail "g: the clean stop before did not log 'ratelimit: N memory limits written for the next start' (N > 0)"
+    log_since "$offset" | grep ratelimit >&2 || true
+    return 1
+  fi
+  cp "$CLUSTER_DIR/data/$STATE_FILE" "$kept"
+
+  offset=$(server_log_size)
+  start_cluster_server
+  line="ratelimit: could not rename \"$STATE_FILE\" to \"$STATE_FILE.loading\": Is a directory; memory limits start afresh"
+  if [ "$(log_since "$offset" | grep -cF "$line")" != 1 ]; then
+    fail "g: a start with a directory named $STATE_FILE.loading did not log once '$line'"
+    log_since "$offset" | grep ratelimit >&2 || true
+    rc=1
+  fi
+  if log_since "$offset" | grep -E "could not read|memory limits read back" >&2; then
+    fail "g: a start whose load could not rename the file logged a read"
+    rc=1
+  fi
+  [ "$(memory_entries)" = 0 ] || { fail "g: the start lists $(memory_entries) memory entries, not 0 (afresh)"; rc=1; }
+  [ "$(value_of blocked "'old'")" = 10.00 ] || { fail "g: 'blocked' 'old' is $(value_of blocked "'old'"), not 10.00 (afresh)"; rc=1; }
+  cmp -s "$kept" "$CLUSTER_DIR/data/$STATE_FILE" || { fail "g: $STATE_FILE is not kept as it was"; rc=1; }
+  [ -d "$CLUSTER_DIR/data/$STATE_FILE.loading" ] || { fail "g: the directory $STATE_FILE.loading was removed"; rc=1; }
+  log_free_of_crashes "g: the start with the directory in the way" "$offset" || rc=1
+  [ "$(psql_value -c "SELECT (ratelimit_limit('blocked', 'new', NULL, 3)).ok")" = t ] || { fail "g: taking 3 of 'blocked' 'new' failed"; rc=1; }
+  [ $rc -eq 0 ] && echo "ok - g: a load that cannot rename the file logs that rename, starts afresh, answers calls and keeps the file"
+
+  local rc2=0
+  offset=$(server_log_size)
+  stop_fast
+  line="ratelimit: 1 memory limits written for the next start"
+  log_since "$offset" | grep -qF "$line" || { fail "g: the clean stop of the run afresh did not log '$line'"; rc2=1; }
+  as_cluster_user rmdir "$DATA/$STATE_FILE.loading"
+  offset=$(server_log_size)
+  start_cluster_server
+  line="ratelimit: 1 memory limits read back from the last shutdown"
+  log_since "$offset" | grep -qF "$line" || { fail "g: once the way was clear, the start did not log '$line'"; rc2=1; }
+  [ "$(value_of blocked "'new'") $(value_of blocked "'old'")" = "7.00 10.00" ] ||
+    { fail "g: once the way was clear, 'blocked' 'new' and 'old' are $(value_of blocked "'new'") $(value_of blocked "'old'"), not 7.00 10.00"; rc2=1; }
+  no_state_file "g: after the load once the way was clear" || rc2=1
+  [ $rc2 -eq 0 ] && echo "ok - g: its clean stop writes the run's limits over the old file (1), read back once the way is clear"
+  [ $rc -eq 0 ] && [ $rc2 -eq 0 ]
+}
+
+# Builds test/fault/fsync_fault.c where the server runs, with its
+# PostgreSQL's compiler and flags, warnings as errors; prints the shared
+# library's path as the server sees it.
+build_fsync_fault() {
+  local cc cflags out
+  cc=$(in_server_root "$PG_BINDIR/pg_config" --cc)
+  cflags="$(in_server_root "$PG_BINDIR/pg_config" --cflags) $(in_server_root "$PG_BINDIR/pg_config" --cflags_sl)"
+  out=$(server_path "$CLUSTER_DIR")/fsync_fault.so
+  # shellcheck disable=SC2086  # the compiler and its flags are words
+  in_server_root $cc $cflags -Wextra -Werror -shared -o "$out" "$(server_source_dir)/test/fault/fsync_fault.c" -ldl >&2 || return 1
+  echo "$out"
+}
+
+# h. A clean stop whose rename is done but whose fsync of the data
+# directory after it fails (the shim, in this run's environment only): the
+# file is in place, so the stop logs that the limits were written but not
+# made durable (what failed, and the errno), not that they start afresh;
+# the next start, without the shim, reads them back.
+save_not_durable() {
+  local offset rc=0 shim entries line
+  shim=$(build_fsync_fault) || { fail "h: test/fault/fsync_fault.c did not build"; return 1; }
+  psql_value -c "SELECT ratelimit_define('undurable', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
+                   \"storage\": \"memory\"}')" >/dev/null
+  stop_fast
+  as_cluster_user env LD_PRELOAD="$shim" RATELIMIT_FAULT_FSYNC_DIR_AFTER="$STATE_FILE" \
+    "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$(server_path "$CLUSTER_DIR")/server.log" -w start \
+    -o "$(cat "$CLUSTER_DIR/server.opts")" >/dev/null
+  [ "$(psql_value -c "SELECT (ratelimit_limit('undurable', 'k', NULL, 4)).ok")" = t ] || { fail "h: taking 4 of 'undurable' failed"; return 1; }
+  offset=$(server_log_size)
+  stop_fast
+  line="memory limits written to \"$STATE_FILE\" but not made durable: could not fsync the data directory: Input/output error"
+  entries=$(log_since "$offset" | grep -F "$line" | sed -nE 's/.*ratelimit: ([0-9]+) memory limits written .*/\1/p' || true)
+  if [ -z "$entries" ] || [ "$entries" -lt 1 ]; then
+    fail "h: a clean stop whose fsync of the data directory failed did not log 'ratelimit: N $line' (N > 0)"
+    log_since "$offset" | grep -E "ratelimit:|fsync" >&2 || true
+    return 1
+  fi
+  if log_since "$offset" | grep -E "could not write|start afresh|written for the next start" >&2; then
+    fail "h: a save whose file is in place logged that it was not written, or that it was durable"
+    rc=1
+  fi
+  log_since "$offset" | grep -E "PANIC|terminated by signal" >&2 && { fail "h: the shutdown crashed"; rc=1; }
+  [ -f "$CLUSTER_DIR/data/$STATE_FILE" ] || { fail "h: $STATE_FILE is not in place"; rc=1; }
+  offset=$(server_log_size)
+  start_cluster_server
+  line="ratelimit: $entries memory limits read back from the last shutdown"
+  log_since "$offset" | grep -qF "$line" || { fail "h: the next start did not log '$line'"; rc=1; }
+  [ "$(value_of undurable "'k'")" = 6.00 ] || { fail "h: the next start has 'undurable' at $(value_of undurable "'k'"), not 6.00"; rc=1; }
+  [ $rc -eq 0 ] && echo "ok - h: a save whose fsync after the rename fails logs 'written but not made durable' ($entries), and the next start reads them back"
+  return $rc
+}
+
 LOAD_PID=""
 # Ends test b's pgbench if a failure left it running.
 end_load() {
@@ -500,7 +620,7 @@ psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
 start=$SECONDS
 # MEMORY_RESTART_TESTS: some of the tests' functions, in order (all by default).
 for t in ${MEMORY_RESTART_TESTS:-fast_stop_with_open_transactions fast_stop_under_load calls_racing_the_load \
-  damaged_files crash_leaves_no_snapshot save_fails}; do
+  damaged_files crash_leaves_no_snapshot save_fails load_blocked save_not_durable}; do
   ensure_running
   run_test "$t"
 done

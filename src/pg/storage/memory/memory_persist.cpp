@@ -12,7 +12,10 @@
 // that follows the shutdown that wrote it (the same checkpoint in
 // pg_control): one left behind while the server ran without the preload,
 // or copied from another cluster, is stale and dropped. It is renamed
-// before it is read: a file that stops a load is never read twice.
+// before it is read: a file that stops a load is never read twice (one
+// that cannot be renamed is not read, and this run's save replaces it).
+// The save's rename is durable_rename's steps, one by one: a failure after
+// the rename leaves the file in place, and is reported as such.
 //
 // One pass each way. The save counts the records as it writes them and
 // writes the header again at the end, its CRC combined with the body's. The
@@ -32,6 +35,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+
+#include <sys/stat.h>
 
 #include "storage/memory/memory_persist.h"
 
@@ -237,13 +242,58 @@ ControlFacts ReadControlFacts() {
   return facts;
 }
 
-// Why the last WriteStateFile failed: the errno of its first failed step.
+// How the last save went, past its count: the errno of its first failed
+// step; whether its file was renamed into place, with how many records;
+// and, if a step after the rename failed, which (the file is then in place
+// but may not survive a crash of the machine).
 int write_errno = 0;
+bool renamed = false;
+int64 records_in_place = 0;
+const char* not_durable = nullptr;
 
 // Keeps the errno of the first step that failed; `done`: the step's success.
 bool Step(bool ok, bool done) {
   if (ok && !done) write_errno = errno != 0 ? errno : EIO;
   return ok && done;
+}
+
+// fsync_fname_ext's steps (fd.c) without its ereport, so that the caller
+// says what the failure means: 0, or -1 with errno set. A file that does
+// not exist counts as synced when `missing_ok`; a directory that cannot be
+// fsynced (EBADF, EINVAL on some systems) counts as synced, as there.
+int FsyncPath(const char* path, bool is_dir, bool missing_ok) {
+  int fd = OpenTransientFile(path, PG_BINARY | (is_dir ? O_RDONLY : O_RDWR));
+  if (fd < 0) return missing_ok && errno == ENOENT ? 0 : -1;
+  int rc = pg_fsync(fd);
+  if (rc != 0 && is_dir && (errno == EBADF || errno == EINVAL)) rc = 0;
+  int error = errno;
+  CloseTransientFile(fd);
+  errno = error;
+  return rc;
+}
+
+// durable_rename's steps (fd.c) for the temporary file, already fsynced as
+// it was written, taken one by one: durable_rename logs the step that
+// failed and returns -1 whether the rename was done or not, and the save
+// must know which (once renamed, the file is in place and the next start
+// reads it). False if the file is not in place (the temporary file
+// removed); true with not_durable set if it is, but a step after failed.
+bool RenameIntoPlace(int64 records) {
+  errno = 0;
+  // The old file synced first, as there: after a crash one of the two is whole.
+  if (!Step(true, FsyncPath(kStateFile, false, true) == 0) ||
+      !Step(true, rename(kTempFile, kStateFile) == 0)) {
+    unlink(kTempFile);
+    return false;
+  }
+  renamed = true;
+  records_in_place = records;
+  if (!Step(true, FsyncPath(kStateFile, false, false) == 0)) {
+    not_durable = "could not fsync the file";
+  } else if (!Step(true, FsyncPath(".", true, false) == 0)) {
+    not_durable = "could not fsync the data directory";
+  }
+  return true;
 }
 
 // Writes every live entry to the temporary file, in one pass (the header,
@@ -279,12 +329,30 @@ int64 WriteStateFile(const ControlFacts& facts) {
   ok = Step(ok, ok && fflush(file) == 0 && pg_fsync(fileno(file)) == 0);
   ok = Step(ok, FreeFile(file) == 0);
   pfree(state.buffer);
-  // durable_rename logs what failed itself (at LOG).
-  if (!ok || !Step(true, durable_rename(kTempFile, kStateFile, LOG) == 0)) {
+  if (!ok) {
     unlink(kTempFile);
     return -1;
   }
-  return static_cast<int64>(state.records);
+  int64 records = static_cast<int64>(state.records);
+  return RenameIntoPlace(records) ? records : -1;
+}
+
+// The file is in place, written whole (the next start reads it), but a step
+// after its rename failed (`raised`: an error's message; otherwise
+// not_durable and write_errno): a crash of the machine may lose it.
+void ReportNotDurable(const char* raised) {
+  const char* detail = "The next start reads them back; a crash of the machine before it may lose them.";
+  if (raised != nullptr) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits written to \"%s\" but not made durable: %s",
+                         static_cast<long long>(records_in_place), kStateFile, raised),
+                  errdetail("%s", detail)));
+    return;
+  }
+  errno = write_errno;
+  ereport(LOG, (errcode_for_file_access(),
+                errmsg("ratelimit: %lld memory limits written to \"%s\" but not made durable: %s: %m",
+                       static_cast<long long>(records_in_place), kStateFile, not_durable),
+                errdetail("%s", detail)));
 }
 
 // on_shmem_exit in the postmaster: after a clean shutdown every backend has
@@ -296,6 +364,8 @@ void SaveAtExit(int code, Datum) {
   volatile bool clean = false;
   char* volatile raised = nullptr;  // the message of an error raised, if one was
   write_errno = 0;
+  renamed = false;
+  not_durable = nullptr;
   PG_TRY();
   {
     ControlFacts facts = ReadControlFacts();
@@ -314,7 +384,9 @@ void SaveAtExit(int code, Datum) {
   PG_END_TRY();
   DetachSharedTables();
   if (!clean) return;
-  if (written < 0 && raised != nullptr) {
+  if (renamed && (raised != nullptr || not_durable != nullptr)) {
+    ReportNotDurable(raised);
+  } else if (written < 0 && raised != nullptr) {
     ereport(LOG, (errmsg("ratelimit: could not write \"%s\": %s; memory limits start afresh", kStateFile,
                          raised)));
   } else if (written < 0) {
@@ -450,13 +522,31 @@ FileCheck LoadRenamedFile() {
   return check;
 }
 
+// The file could not be renamed for its load (something in kLoadingFile's
+// way that is not a file, such as a directory an operator made, which is
+// not ours to remove; no permission): it stays where it is, unread, and the
+// clean shutdown of this run writes this run's entries over it (after that
+// shutdown it would be stale anyway).
+void ReportNotRenamed() {
+  int error = errno;
+  struct stat in_way;
+  bool blocked = lstat(kLoadingFile, &in_way) == 0;
+  errno = error;
+  ereport(LOG, (errcode_for_file_access(),
+                errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
+                       kStateFile, kLoadingFile),
+                errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
+                          "limits over it.",
+                          kStateFile),
+                blocked ? errhint("Remove \"%s\", which is in the way of every load.", kLoadingFile) : 0));
+}
+
 void LoadAtStartup() {
   // What a load or a write that died left: never read.
   unlink(kLoadingFile);
   unlink(kTempFile);
   if (rename(kStateFile, kLoadingFile) != 0) {
-    if (errno != ENOENT)
-      ereport(LOG, (errcode_for_file_access(), errmsg("ratelimit: could not read \"%s\": %m", kStateFile)));
+    if (errno != ENOENT) ReportNotRenamed();
     return;
   }
   MemoryContext old = CurrentMemoryContext;
