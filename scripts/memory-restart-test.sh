@@ -59,6 +59,12 @@ psql_value() {
   run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 "$@"
 }
 
+# Defines the memory limit $1: a token bucket of 10 tokens a year.
+define_yearly() {
+  psql_value -c "SELECT ratelimit_define('$1', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
+                   \"storage\": \"memory\"}')" >/dev/null
+}
+
 # A defined memory limit's value ($1: name, $2: key as SQL), rounded to 2 decimals.
 value_of() {
   psql_value -c "SELECT round(value::numeric, 2) FROM ratelimit_value('$1', $2)"
@@ -308,9 +314,8 @@ dropped_file_case() {
 # d. Damaged state files.
 damaged_files() {
   local db now real=$CLUSTER_DIR/real.state crafted=$CLUSTER_DIR/crafted.state dump offset case rc=0 values
-  psql_value -c "SELECT ratelimit_define('damage', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
-                   \"storage\": \"memory\"}')" \
-    -c "SELECT ratelimit_limit('damage', 'k', NULL, 4), ratelimit_limit('damage', NULL, NULL, 7)" >/dev/null
+  define_yearly damage
+  psql_value -c "SELECT ratelimit_limit('damage', 'k', NULL, 4), ratelimit_limit('damage', NULL, NULL, 7)" >/dev/null
   db=$(psql_value -c "SELECT oid FROM pg_database WHERE datname = current_database()")
   stop_fast
   # The file a clean stop wrote, in the format the crafted files follow.
@@ -403,8 +408,7 @@ crash_value_is() {
 # e. A crash never leaves a snapshot.
 crash_leaves_no_snapshot() {
   local offset rc=0
-  psql_value -c "SELECT ratelimit_define('crash', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
-                   \"storage\": \"memory\"}')" >/dev/null
+  define_yearly crash
   # A snapshot that a later start must not read again.
   take_crash 3 && stop_fast && start_cluster_server && crash_value_is "after a clean restart" 7.00 || rc=1
   take_crash 2 || rc=1
@@ -443,8 +447,7 @@ crash_leaves_no_snapshot() {
 # every memory limit full, and once the way is clear a clean stop saves again.
 save_fails() {
   local offset rc=0 value
-  psql_value -c "SELECT ratelimit_define('unsaved', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
-                   \"storage\": \"memory\"}')" >/dev/null
+  define_yearly unsaved
   [ "$(psql_value -c "SELECT (ratelimit_limit('unsaved', 'k', NULL, 4)).ok")" = t ] || { fail "f: taking 4 of 'unsaved' failed"; return 1; }
   as_cluster_user mkdir "$DATA/$STATE_FILE.tmp"
   offset=$(server_log_size)
@@ -484,8 +487,7 @@ save_fails() {
 # once the way is clear the next start reads this run's limits back.
 load_blocked() {
   local offset rc=0 line kept=$CLUSTER_DIR/kept.state
-  psql_value -c "SELECT ratelimit_define('blocked', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
-                   \"storage\": \"memory\"}')" >/dev/null
+  define_yearly blocked
   [ "$(psql_value -c "SELECT (ratelimit_limit('blocked', 'old', NULL, 4)).ok")" = t ] || { fail "g: taking 4 of 'blocked' failed"; return 1; }
   as_cluster_user mkdir "$DATA/$STATE_FILE.loading"
   offset=$(server_log_size)
@@ -555,8 +557,7 @@ build_fsync_fault() {
 save_not_durable() {
   local offset rc=0 shim entries line
   shim=$(build_fsync_fault) || { fail "h: test/fault/fsync_fault.c did not build"; return 1; }
-  psql_value -c "SELECT ratelimit_define('undurable', '{\"kind\": \"token bucket\", \"rate\": 10, \"period\": \"365 days\",
-                   \"storage\": \"memory\"}')" >/dev/null
+  define_yearly undurable
   stop_fast
   as_cluster_user env LD_PRELOAD="$shim" RATELIMIT_FAULT_FSYNC_DIR_AFTER="$STATE_FILE" \
     "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$(server_path "$CLUSTER_DIR")/server.log" -w start \
