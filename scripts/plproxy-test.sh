@@ -267,7 +267,9 @@ SELECT 'verdict', count(*) FILTER (WHERE partition = $down),
        count(*) FILTER (WHERE partition <> $down),
        count(*) FILTER (WHERE partition <> $down AND error IS NULL)
 FROM outcomes;
-SELECT 'message', error FROM outcomes WHERE partition = $down ORDER BY id LIMIT 1;"
+SELECT 'message', error FROM outcomes WHERE partition = $down ORDER BY id LIMIT 1;
+SELECT 'states', string_agg(DISTINCT left(error, 5) || CASE WHEN error LIKE '%] could not connect: %' THEN ' could not connect' ELSE '' END, ',')
+FROM outcomes WHERE partition = $down;"
   local out
   out=$(psql_in -At -F '|' -d "$db" 2>&1 <<SQL
 SET client_min_messages = warning;
@@ -301,6 +303,8 @@ SQL
     "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 1p)"
   check "stopped partition $down, next attempt (reconnecting): the same" \
     "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 2p)"
+  check "stopped partition $down, next attempt: every error is 08001, could not connect" \
+    "states|08001 could not connect" "$(echo "$out" | grep '^states|' | sed -n 2p)"
   check "stopped partition $down: ratelimit_define (on every partition) fails naming it" \
     "define|t" "$(echo "$out" | grep '^define')"
   check "partition $down restarted: every key works again in the same session" \
