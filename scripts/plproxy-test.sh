@@ -949,6 +949,29 @@ SQL
       "$(printf '%s\n' 'timed out: 10' 'resident size grew less than 1 MB a failure: t')" \
       "$(echo "$out" | grep -v '^t$\|^$\|^note:\|^[0-9]*$')"
   fi
+
+  # rl_f1's ratelimit_proxy_value replaced by a set-returning function of
+  # the same arguments that answers two rows (last: rl_f1 keeps it): the
+  # router's one-row call routed there fails naming the function (21000);
+  # the other partition's works.
+  psql_in -d rl_f1 -f - >/dev/null <<'SQL'
+ALTER EXTENSION ratelimit DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+CREATE FUNCTION public.ratelimit_proxy_value(name text, key text, config jsonb, OUT value double precision,
+    OUT ts timestamp with time zone, OUT error_state text, OUT error_message text, OUT error_detail text,
+    OUT error_hint text)
+RETURNS SETOF record LANGUAGE sql
+AS $$ VALUES (1::float8, now(), NULL::text, NULL::text, NULL::text, NULL::text), (2, now(), NULL, NULL, NULL, NULL) $$;
+SQL
+  out=$(psql_in -At -F ' ' -d router_failures 2>&1 <<SQL
+$FAILURE_HELPERS
+SELECT 'two rows:', pg_temp.state_of(\$s\$SELECT ratelimit_value('f', '$key1', '$config')\$s\$);
+SELECT 'other partition:', pg_temp.state_of(\$s\$SELECT ratelimit_value('f', '$key0', '$config')\$s\$);
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "router connections: a partition answering two rows to a one-row call fails it naming the function (21000); the other partition's call works" \
+    "$(printf '%s\n' 'two rows: 21000 public.ratelimit_proxy_value: the partition answered 2 rows, not one' 'other partition: no error')" \
+    "$(echo "$out" | grep '^[a-z ]*:' | grep -v '^CONTEXT:')"
 }
 
 start_partition_clusters() {
