@@ -49,15 +49,16 @@
 # partition databases of one server: ratelimit_stats and the memory
 # entries through the router count that server once. And, in case 2, a
 # stopped partition: the keys it owns fail with a connection error naming
-# it, every other key works, in a router session that had connections open
-# and at the next attempt; after a restart it works again in that session.
+# it (08001 "could not connect" once the open connections are gone), every
+# other key works, in a router session that had connections open and at
+# the next attempt; after a restart it works again in that session.
 # The router's own connections, in case 1: one per partition and session,
 # new ones after the server changes, cancelled and timed-out calls
 # (run_transport); and, over two partition databases of their own, their
 # connection_lifetime, a connection terminated while idle and during a
 # RUN ON ALL call, a partition's notices, a partition answering another
-# row shape, plans invalidated during calls, and the memory failed calls
-# leave (run_transport_failures).
+# row shape or two rows to a one-row call, plans invalidated during calls,
+# and the memory failed calls leave (run_transport_failures).
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
 # failure too. The databases it creates in the main cluster stay there.
@@ -690,7 +691,9 @@ SQL
 #   - calls whose plan a function change in another session invalidates
 #     while they run: every one answered;
 #   - calls that time out on the second partition after the first one
-#     answered: no libpq memory left behind (the resident size).
+#     answered: no libpq memory left behind (the resident size);
+#   - a partition whose ratelimit_proxy_value answers two rows: the
+#     router's one-row call routed there fails naming it (21000).
 # Waits are for conditions (bounded, 60 seconds), never for a fixed time.
 FAILURE_HELPERS="
 SET client_min_messages = warning;
