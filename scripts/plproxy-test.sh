@@ -49,15 +49,16 @@
 # partition databases of one server: ratelimit_stats and the memory
 # entries through the router count that server once. And, in case 2, a
 # stopped partition: the keys it owns fail with a connection error naming
-# it, every other key works, in a router session that had connections open
-# and at the next attempt; after a restart it works again in that session.
+# it (08001 "could not connect" once the open connections are gone), every
+# other key works, in a router session that had connections open and at
+# the next attempt; after a restart it works again in that session.
 # The router's own connections, in case 1: one per partition and session,
 # new ones after the server changes, cancelled and timed-out calls
 # (run_transport); and, over two partition databases of their own, their
 # connection_lifetime, a connection terminated while idle and during a
 # RUN ON ALL call, a partition's notices, a partition answering another
-# row shape, plans invalidated during calls, and the memory failed calls
-# leave (run_transport_failures).
+# row shape or two rows to a one-row call, plans invalidated during calls,
+# and the memory failed calls leave (run_transport_failures).
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
 # failure too. The databases it creates in the main cluster stay there.
@@ -267,7 +268,9 @@ SELECT 'verdict', count(*) FILTER (WHERE partition = $down),
        count(*) FILTER (WHERE partition <> $down),
        count(*) FILTER (WHERE partition <> $down AND error IS NULL)
 FROM outcomes;
-SELECT 'message', error FROM outcomes WHERE partition = $down ORDER BY id LIMIT 1;"
+SELECT 'message', error FROM outcomes WHERE partition = $down ORDER BY id LIMIT 1;
+SELECT 'states', string_agg(DISTINCT left(error, 5) || CASE WHEN error LIKE '%] could not connect: %' THEN ' could not connect' ELSE '' END, ',')
+FROM outcomes WHERE partition = $down;"
   local out
   out=$(psql_in -At -F '|' -d "$db" 2>&1 <<SQL
 SET client_min_messages = warning;
@@ -301,6 +304,8 @@ SQL
     "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 1p)"
   check "stopped partition $down, next attempt (reconnecting): the same" \
     "$owned $owned $others $others" "$(echo "$verdicts" | sed -n 2p)"
+  check "stopped partition $down, next attempt: every error is 08001, could not connect" \
+    "states|08001 could not connect" "$(echo "$out" | grep '^states|' | sed -n 2p)"
   check "stopped partition $down: ratelimit_define (on every partition) fails naming it" \
     "define|t" "$(echo "$out" | grep '^define')"
   check "partition $down restarted: every key works again in the same session" \
@@ -686,7 +691,9 @@ SQL
 #   - calls whose plan a function change in another session invalidates
 #     while they run: every one answered;
 #   - calls that time out on the second partition after the first one
-#     answered: no libpq memory left behind (the resident size).
+#     answered: no libpq memory left behind (the resident size);
+#   - a partition whose ratelimit_proxy_value answers two rows: the
+#     router's one-row call routed there fails naming it (21000).
 # Waits are for conditions (bounded, 60 seconds), never for a fixed time.
 FAILURE_HELPERS="
 SET client_min_messages = warning;
@@ -945,6 +952,29 @@ SQL
       "$(printf '%s\n' 'timed out: 10' 'resident size grew less than 1 MB a failure: t')" \
       "$(echo "$out" | grep -v '^t$\|^$\|^note:\|^[0-9]*$')"
   fi
+
+  # rl_f1's ratelimit_proxy_value replaced by a set-returning function of
+  # the same arguments that answers two rows (last: rl_f1 keeps it): the
+  # router's one-row call routed there fails naming the function (21000);
+  # the other partition's works.
+  psql_in -d rl_f1 -f - >/dev/null <<'SQL'
+ALTER EXTENSION ratelimit DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+CREATE FUNCTION public.ratelimit_proxy_value(name text, key text, config jsonb, OUT value double precision,
+    OUT ts timestamp with time zone, OUT error_state text, OUT error_message text, OUT error_detail text,
+    OUT error_hint text)
+RETURNS SETOF record LANGUAGE sql
+AS $$ VALUES (1::float8, now(), NULL::text, NULL::text, NULL::text, NULL::text), (2, now(), NULL, NULL, NULL, NULL) $$;
+SQL
+  out=$(psql_in -At -F ' ' -d router_failures 2>&1 <<SQL
+$FAILURE_HELPERS
+SELECT 'two rows:', pg_temp.state_of(\$s\$SELECT ratelimit_value('f', '$key1', '$config')\$s\$);
+SELECT 'other partition:', pg_temp.state_of(\$s\$SELECT ratelimit_value('f', '$key0', '$config')\$s\$);
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "router connections: a partition answering two rows to a one-row call fails it naming the function (21000); the other partition's call works" \
+    "$(printf '%s\n' 'two rows: 21000 public.ratelimit_proxy_value: the partition answered 2 rows, not one' 'other partition: no error')" \
+    "$(echo "$out" | grep '^[a-z ]*:' | grep -v '^CONTEXT:')"
 }
 
 start_partition_clusters() {

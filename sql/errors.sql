@@ -125,5 +125,20 @@ SELECT pg_temp.try($$ SET ratelimit.now = '2026-01-01' $$);
 RESET ROLE;
 DROP ROLE ratelimit_clock_user;
 
+-- A call reached in a parallel operation (through a function its author
+-- marked PARALLEL SAFE, with parallel query forced) is refused before it
+-- touches anything: 25000. (force_parallel_mode became
+-- debug_parallel_query in PostgreSQL 16.)
+CREATE FUNCTION public.e_parallel_wrapper() RETURNS boolean LANGUAGE plpgsql PARALLEL SAFE AS $$
+BEGIN
+  RETURN (ratelimit_limit('e-parallel', 'k', '{"kind": "token bucket", "rate": 10, "period": 60000}')).ok;
+END $$;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false) AS forced;
+SELECT pg_temp.try($$ SELECT public.e_parallel_wrapper() $$);
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'off', false) AS forced;
+DROP FUNCTION public.e_parallel_wrapper();
+
 -- None of the failed calls above wrote anything.
 SELECT name, key FROM ratelimit_state WHERE name LIKE 'e%' ORDER BY 1, 2;

@@ -356,6 +356,24 @@ DROP TABLE public.config_audit;
 CREATE FUNCTION public.stray_define(text, jsonb) RETURNS void AS 'ratelimit', 'ratelimit_define_invoker' LANGUAGE C;
 SELECT pg_temp.try($$ SELECT public.stray_define('oc-stray', '{"kind": "token bucket", "rate": 6, "period": 60000}') $$);
 DROP FUNCTION public.stray_define(text, jsonb);
+-- Functions of the library declared otherwise than the extension declares
+-- them (again only a superuser's doing): the definitions trigger function
+-- called directly (39P01); ratelimit_simulate declared as returning one row,
+-- where no set is accepted (0A000); ratelimit_limit made a member of the
+-- extension but returning integer, not a row (42809), its decision not kept.
+SELECT pg_temp.try($$ SELECT ratelimit_definitions_changed() $$);
+CREATE FUNCTION public.stray_simulate(config jsonb, arrivals timestamptz[], counts float8[] DEFAULT NULL,
+  OUT at timestamptz, OUT count float8, OUT ok boolean, OUT remaining float8, OUT retry_after float8)
+  AS 'ratelimit', 'ratelimit_simulate' LANGUAGE C;
+SELECT pg_temp.try($$ SELECT public.stray_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', ARRAY['2026-01-01 00:00:00+00'::timestamptz]) $$);
+DROP FUNCTION public.stray_simulate(jsonb, timestamptz[], float8[]);
+CREATE FUNCTION public.stray_limit(text, text, jsonb, float8, boolean, boolean) RETURNS integer
+  AS 'ratelimit', 'ratelimit_limit' LANGUAGE C;
+ALTER EXTENSION ratelimit ADD FUNCTION public.stray_limit(text, text, jsonb, float8, boolean, boolean);
+SELECT pg_temp.try($$ SELECT public.stray_limit('oc-stray-limit', 'k', '{"kind": "token bucket", "rate": 6, "period": 60000}', 1, false, false) $$);
+ALTER EXTENSION ratelimit DROP FUNCTION public.stray_limit(text, text, jsonb, float8, boolean, boolean);
+DROP FUNCTION public.stray_limit(text, text, jsonb, float8, boolean, boolean);
+SELECT count(*) AS stray_rows FROM ratelimit_state WHERE name LIKE 'oc-stray%';
 
 -- An inheritance child holding a row of the same limit: a clear error
 -- naming the cause (21000), nothing written.

@@ -62,6 +62,18 @@ ALTER EXTENSION ratelimit ADD TABLE ratelimit_definition;
 \i test/sql_support/setup.sql
 SET ratelimit.now = '2026-03-01 12:00:00+00';
 SELECT ok FROM ratelimit_limit('planted', 'k');
+-- The same for ratelimit_override: setting or removing an override is
+-- refused with 42P01 naming the table (not an internal error), and nothing
+-- is written; a call without overrides works.
+ALTER EXTENSION ratelimit DROP TABLE ratelimit_override;
+\c ratelimit_planted
+\i test/sql_support/setup.sql
+SET ratelimit.now = '2026-03-01 12:00:00+00';
+SELECT pg_temp.try($$ SELECT ratelimit_override('planted', 'vip2', '{"kind": "token bucket", "rate": 7, "period": "1 hour"}') $$);
+SELECT pg_temp.try($$ SELECT ratelimit_unoverride('planted', 'vip') $$);
+SELECT ok FROM ratelimit_limit('planted', 'k2');
+ALTER EXTENSION ratelimit ADD TABLE ratelimit_override;
+SELECT name, key FROM ratelimit_override ORDER BY key;
 -- ... nor is a member table another role owns.
 ALTER TABLE ratelimit_definition OWNER TO pt_mallory;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('planted', 'k') $$);

@@ -67,8 +67,11 @@ void RequireResultColumns(TupleDesc answer, TupleDesc result) {
   for (int i = 0; same && i < result->natts; ++i)
     same = TupleDescAttr(answer, i)->atttypid == TupleDescAttr(result, i)->atttypid;
   if (!same)
-    elog(ERROR, "ratelimit: a routed call's answer must be the %d columns of its result and %d error columns",
-         result->natts, kErrorColumns);
+    ereport(ERROR,
+            (errcode(ERRCODE_DATATYPE_MISMATCH),
+             errmsg("ratelimit: a routed call's answer must be the %d columns of its result and %d error "
+                    "columns",
+                    result->natts, kErrorColumns)));
 }
 
 }  // namespace

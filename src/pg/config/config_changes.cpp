@@ -106,11 +106,7 @@ void ApplyToKey(const Storage& storage, const KeyRows& rows, const LimitConfig* 
 
 void LockDefinitionChanges() { LockRelationOid(DefinitionTableOid(), ShareRowExclusiveLock); }
 
-void LockOverrideChanges() {
-  Oid table = OverrideTableOid();
-  if (!OidIsValid(table)) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
-  LockRelationOid(table, ShareRowExclusiveLock);
-}
+void LockOverrideChanges() { LockRelationOid(RequireOverrideTable(), ShareRowExclusiveLock); }
 
 namespace {
 

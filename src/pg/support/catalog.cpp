@@ -135,14 +135,21 @@ Oid MemberRelation(const char* name) {
   return relid;
 }
 
+// The 42P01 of a table of the extension's that is not there (hint: what
+// brings it back).
+[[noreturn]] void RaiseMissingRelation(const char* name, const char* hint) {
+  ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                  errmsg("ratelimit: table %s of extension ratelimit not found", name),
+                  errdetail("The extension's tables are its members, in its schema, owned by its owner; "
+                            "a table of that name that is not is never used."),
+                  errhint("%s", hint)));
+  pg_unreachable();
+}
+
 Oid RequireRelation(const char* name) {
   Oid relid = MemberRelation(name);
   if (!OidIsValid(relid))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-                    errmsg("ratelimit: table %s of extension ratelimit not found", name),
-                    errdetail("The extension's tables are its members, in its schema, owned by its owner; "
-                              "a table of that name that is not is never used."),
-                    errhint("Reinstall the extension, or ALTER EXTENSION ratelimit ADD TABLE it back.")));
+    RaiseMissingRelation(name, "Reinstall the extension, or ALTER EXTENSION ratelimit ADD TABLE it back.");
   return relid;
 }
 
@@ -206,6 +213,15 @@ Oid OverrideTableOid() {
   catalog.override_table = relid == catalog.foreign_override ? InvalidOid : relid;
   catalog.override_looked_up = OidIsValid(catalog.override_table);
   return catalog.override_table;
+}
+
+Oid RequireOverrideTable() {
+  Oid relid = OverrideTableOid();
+  if (!OidIsValid(relid))
+    RaiseMissingRelation(kOverrideTableName,
+                         "ALTER EXTENSION ratelimit UPDATE creates it (0.5.0 and later); if the extension is "
+                         "up to date, reinstall it, or ALTER EXTENSION ratelimit ADD TABLE it back.");
+  return relid;
 }
 
 Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode) {

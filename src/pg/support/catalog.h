@@ -38,6 +38,9 @@ Oid ExtensionNamespace();
 Oid StateTableOid();
 Oid DefinitionTableOid();
 Oid OverrideTableOid();
+// OverrideTableOid for what needs the table (setting or removing an
+// override): 42P01 naming it when there is none.
+Oid RequireOverrideTable();
 
 // Locks the relation `oid_of` finds (StateTableOid, DefinitionTableOid,
 // OverrideTableOid) in `mode`, retrying if the name came to mean another

@@ -197,6 +197,14 @@ SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('{"name": "pair"}')$$) AS no
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "kee": "c"}]')$$) AS unknown_element_field;
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a"}, {"name": "pair", "key": "b"}]', throws => true)$$) AS spanning;
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "count": 5, "config": {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}}]', throws => true)$$) AS limit_all_throws;
+-- The router's own refusals, before any partition is asked: a NULL hash
+-- for a function routed by hash (22004), and a C function on the router's
+-- entry point that is not one of its routed functions (55000; only a
+-- superuser can create one).
+SELECT pg_temp.outcome($$SELECT ratelimit_proxy_value(NULL, 'spread', 'k2', NULL)$$) AS null_hash;
+CREATE FUNCTION public.stray_route() RETURNS record AS '$libdir/ratelimit', 'ratelimit_proxy_route' LANGUAGE C;
+SELECT pg_temp.outcome($$SELECT * FROM public.stray_route() AS t(x integer)$$) AS not_routed;
+DROP FUNCTION public.stray_route();
 SELECT count(*) AS definitions_of_bad FROM partition_definitions() WHERE name = 'bad';
 
 -- ratelimit_simulate: any partition answers, and every partition answers

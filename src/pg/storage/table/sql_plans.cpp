@@ -337,8 +337,9 @@ void RequireStatementSafe(Statement statement) {
   bool upsert = statement == Statement::kDefinitionUpsert || statement == Statement::kOverrideUpsert;
   TableOidFunction table_oid = ConfigTableOf(statement);
   // Never a statement on a config table the extension does not have: its
-  // name could mean someone else's table.
-  if (!OidIsValid(table_oid())) elog(ERROR, "ratelimit: run ALTER EXTENSION ratelimit UPDATE first");
+  // name could mean someone else's table. (Only the override table can be
+  // absent: DefinitionTableOid raises itself.)
+  if (!OidIsValid(table_oid())) RequireOverrideTable();
   RequireConfigStatementSafe(table_oid, CommandOf(statement), upsert);
 }
 
