@@ -429,10 +429,11 @@ void EncodeParams(const RoutedPlan& plan, FunctionCallInfo fcinfo, int sent, con
   }
 }
 
-[[noreturn]] void RaiseBadColumn(const RoutedPlan& plan, int column, const char* what) {
-  ereport(ERROR, (errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-                  errmsg("%s: column %d of the partition's answer is not valid %s", plan.function_name,
-                         column + 1, what)));
+// A value of the partition's answer that is not of its column's type:
+// only a broken or foreign server answers so (22P03, or 22021 for text).
+[[noreturn]] void RaiseBadColumn(const RoutedPlan& plan, int column, int sqlstate, const char* what) {
+  ereport(ERROR, (errcode(sqlstate), errmsg("%s: column %d of the partition's answer is not valid %s",
+                                            plan.function_name, column + 1, what)));
   pg_unreachable();
 }
 
@@ -440,7 +441,8 @@ void EncodeParams(const RoutedPlan& plan, FunctionCallInfo fcinfo, int sent, con
 // database's): checked to be valid in it, without a zero byte.
 void RequireText(const RoutedPlan& plan, int column, const char* bytes, int length) {
   if (!pg_verify_mbstr(GetDatabaseEncoding(), bytes, length, true))
-    RaiseBadColumn(plan, column, "text in the database's encoding");
+    RaiseBadColumn(plan, column, ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
+                   psprintf("text in encoding %s", GetDatabaseEncodingName()));
 }
 
 // Column `column` of an answer row (bytes, length) as the router's datum.
@@ -452,7 +454,8 @@ Datum ReadValue(const RoutedPlan& plan, int column, char* bytes, int length) {
       return PointerGetDatum(cstring_to_text_with_len(bytes, length));
     case ColumnKind::kJsonb:
       // jsonb_send's form: a version byte (1), then the text.
-      if (length < 1 || bytes[0] != 1) RaiseBadColumn(plan, column, "jsonb");
+      if (length < 1 || bytes[0] != 1)
+        RaiseBadColumn(plan, column, ERRCODE_INVALID_BINARY_REPRESENTATION, "jsonb");
       RequireText(plan, column, bytes + 1, length - 1);
       return DirectFunctionCall1(jsonb_in, CStringGetDatum(bytes + 1));  // zero-terminated by CopyRows
     case ColumnKind::kReceived: {
@@ -462,7 +465,9 @@ Datum ReadValue(const RoutedPlan& plan, int column, char* bytes, int length) {
       buf.maxlen = length + 1;
       buf.cursor = 0;
       Datum value = ReceiveFunctionCall(const_cast<FmgrInfo*>(&read.receive), &buf, read.ioparam, -1);
-      if (buf.cursor != buf.len) RaiseBadColumn(plan, column, format_type_be(plan.column_types[column]));
+      if (buf.cursor != buf.len)
+        RaiseBadColumn(plan, column, ERRCODE_INVALID_BINARY_REPRESENTATION,
+                       format_type_be(plan.column_types[column]));
       return value;
     }
   }

@@ -312,41 +312,10 @@ TimestampTz DeadlineOf(const RouterCluster& cluster) {
   pg_unreachable();
 }
 
-// The settings every partition session is opened with (after the connect
-// string's own options: the last -c wins), for what a partition renders
-// as text itself. Values cross in binary, so none of these changes a
-// value; they keep the partition's own DateStyle, TimeZone,
-// IntervalStyle and extra_float_digits (postgresql.conf, ALTER DATABASE or
-// ROLE ... SET) out of every routed answer.
-constexpr const char* kPinnedOptions =
-    "-c DateStyle=ISO,MDY -c TimeZone=UTC -c IntervalStyle=postgres -c extra_float_digits=3";
-
-// The options a connection to connect_string is opened with: its own
-// (libpq's "options", else PGOPTIONS, as libpq would take them), then the
-// pinned settings; in the call's memory. Nothing raises while libpq's
-// parse is held.
-char* OptionsFor(const char* connect_string) {
-  char* error = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(connect_string, &error);
-  if (error != nullptr) PQfreemem(error);
-  const char* own = nullptr;
-  for (PQconninfoOption* option = parsed; option != nullptr && option->keyword != nullptr; ++option)
-    if (strcmp(option->keyword, "options") == 0 && option->val != nullptr) own = option->val;
-  if (own == nullptr) own = getenv("PGOPTIONS");
-  size_t size = (own != nullptr ? strlen(own) + 1 : 0) + strlen(kPinnedOptions) + 1;
-  auto* options = static_cast<char*>(AllocOrNull(size));
-  if (options != nullptr)
-    snprintf(options, size, "%s%s%s", own != nullptr ? own : "", own != nullptr ? " " : "", kPinnedOptions);
-  if (parsed != nullptr) PQconninfoFree(parsed);
-  if (options == nullptr) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-  return options;
-}
-
 // Opens c's connection (not open, or closed above).
 void Open(Connection* c, const RouterCluster& cluster, const RemoteStatement& statement, int partition) {
-  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", "options", nullptr};
-  const char* values[] = {c->connect_string, "ratelimit_proxy", GetDatabaseEncodingName(),
-                          OptionsFor(c->connect_string), nullptr};
+  const char* keywords[] = {"dbname", "fallback_application_name", "client_encoding", nullptr};
+  const char* values[] = {c->connect_string, "ratelimit_proxy", GetDatabaseEncodingName(), nullptr};
   c->conn = PQconnectStartParams(keywords, values, 1);
   c->busy = true;
   c->prepared_count = 0;

@@ -17,10 +17,12 @@
 // What crosses is bit-exact and depends on no session setting: parameters
 // go in binary (each type's send function) or, for text and jsonb, as
 // their text, which no setting changes; the partition answers in binary
-// (each column's type checked against what the statement expects), and
-// every connection pins DateStyle, TimeZone, IntervalStyle and
-// extra_float_digits on its partition session for whatever the partition
-// renders as text itself.
+// (each column's type checked against what the statement expects). The
+// partition session's settings are its own (ALTER ROLE/DATABASE ... SET
+// there): no startup option is sent, which a pooler in front of the
+// partitions (pgbouncer) would refuse, and nothing that crosses depends on
+// them (what a partition renders as text itself, a refusal's DETAIL, is
+// written the same under every setting).
 #pragma once
 
 #include "route/cluster.h"
