@@ -124,6 +124,15 @@ struct ReadColumn {
   Oid ioparam;
 };
 
+// A named row type a plan was made for (its result's, or an argument's)
+// and the type cache's identifier of its columns then: an ALTER TYPE
+// changes the columns, or a rollback changes them back, without a pg_type
+// invalidation, so the plan compares the identifier at every call.
+struct RowShape {
+  Oid type;
+  uint64 identifier;
+};
+
 // What a call of one routed function needs, made at its first call in
 // the backend and kept until a function or type changes (a query's
 // FmgrInfo lives only as long as one execution of it).
@@ -142,7 +151,25 @@ struct RoutedPlan {
   int columns;        // of each answer row: desc's live columns, then the error columns
   ReadColumn* read;   // of each answer column
   Oid* column_types;  // of each answer column
+  int shapes;
+  RowShape* shape;  // the named row types it was made for
 };
+
+// The type cache's identifier of a row type's columns.
+uint64 ShapeIdentifier(Oid type) { return lookup_type_cache(type, TYPECACHE_TUPDESC)->tupDesc_identifier; }
+
+// Remembers type, if it is a named row type, with its columns' identifier.
+void NoteShape(RoutedPlan* plan, Oid type) {
+  if (type == RECORDOID || !type_is_rowtype(type)) return;
+  plan->shape[plan->shapes++] = RowShape{type, ShapeIdentifier(type)};
+}
+
+// Whether every row type the plan was made for still has the columns it had.
+bool ShapesCurrent(const RoutedPlan& plan) {
+  for (int i = 0; i < plan.shapes; ++i)
+    if (ShapeIdentifier(plan.shape[i].type) != plan.shape[i].identifier) return false;
+  return true;
+}
 
 // The scalar types whose binary form holds no text and no type OID that
 // could differ between servers: sent and read in binary, bit-exact.
@@ -329,6 +356,9 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
     elog(ERROR, "%s: a routed function returns rows", plan->function_name);
   plan->desc = BlessTupleDesc(CreateTupleDescCopy(desc));
   PlanColumns(plan);
+  plan->shape = static_cast<RowShape*>(palloc(sizeof(RowShape) * (plan->args + 1)));
+  NoteShape(plan, plan->desc->tdtypeid);
+  for (int i = plan->first_param; i < plan->args; ++i) NoteShape(plan, types[i]);
   MemoryContextSwitchTo(caller);
   return plan;
 }
@@ -338,8 +368,13 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
 RoutedPlan* PlanOf(FunctionCallInfo fcinfo) {
   DropStalePlans();
   Oid function = fcinfo->flinfo->fn_oid;
-  for (int i = 0; i < plan_count; ++i)
-    if (plans[i]->function == function) return plans[i];
+  for (int i = 0; i < plan_count; ++i) {
+    if (plans[i]->function != function) continue;
+    if (ShapesCurrent(*plans[i])) return plans[i];
+    plans_stale = true;  // a row type's columns changed: every plan made again
+    DropStalePlans();
+    break;
+  }
   RoutedPlan* plan = MakePlan(fcinfo);
   if (plans == nullptr)
     plans = static_cast<RoutedPlan**>(MemoryContextAlloc(plan_context, sizeof(RoutedPlan*) * kMostPlans));
