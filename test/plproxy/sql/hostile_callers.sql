@@ -109,6 +109,18 @@ SELECT e.state, e.message FROM error_of(format('SELECT ratelimit_limit(%L, %L, %
 SELECT e.state, e.message FROM error_of($$SELECT ratelimit_proxy_reset(1, 'rh', 'k')$$) AS e;
 
 RESET ROLE;
+-- The owner's ALTER TYPE of ratelimit_result (its columns moved, in a
+-- transaction rolled back): each routed call reads the partition's row
+-- into the type's columns as they are at that call (in order of its live
+-- columns, as one node fills them: inside the transaction the partition's
+-- remaining lands in reset_after), never by a shape a plan kept from
+-- before (the row type's columns change without a pg_type invalidation).
+SELECT * FROM ratelimit_limit('rh', 'shape', :'cfg', 1.4);
+BEGIN;
+ALTER TYPE public.ratelimit_result DROP ATTRIBUTE remaining, ADD ATTRIBUTE remaining double precision;
+SELECT * FROM ratelimit_limit('rh', 'shape', :'cfg', 1.4);
+ROLLBACK;
+SELECT * FROM ratelimit_limit('rh', 'shape', :'cfg', 1.4);
 SELECT count(*) AS limits_reset
 FROM (SELECT DISTINCT name, key FROM ratelimit_status WHERE name = 'rh') AS s WHERE ratelimit_reset(s.name, s.key);
 REVOKE USAGE ON FOREIGN SERVER ratelimit FROM rl_hostile;
