@@ -39,6 +39,7 @@ namespace {
 // The types of a ratelimit_result's five live columns, in order.
 constexpr Oid kDecisionTypes[kDecisionColumns] = {BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID};
 
+// 42804: a row type that is not (or no longer) ratelimit_result's shape.
 [[noreturn]] void RaiseNotDecisionShape(Oid type) {
   ereport(ERROR,
           (errcode(ERRCODE_DATATYPE_MISMATCH),
