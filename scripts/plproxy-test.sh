@@ -29,7 +29,13 @@
 #     app's function routed to the partition of its key, examples/plproxy),
 #     and no_reconnect.sql (a flood of refusals and bad calls keeps every
 #     partition backend: no new session, no PL/Proxy notice, every SQLSTATE
-#     as one node raises it), with the partitions' clocks frozen; in case 2
+#     as one node raises it), routed_settings.sql (every routed function's
+#     answer bit for bit one node's, with hostile DateStyle, TimeZone,
+#     IntervalStyle, extra_float_digits, lc_numeric and client_encoding in
+#     the router session and others on the partitions) and
+#     hostile_callers.sql (every C function PUBLIC may execute on the
+#     router, called by a role without privileges with rows and arrays of
+#     the wrong types), with the partitions' clocks frozen; in case 2
 #     also router_shared.sql
 #     (ratelimit_stats summed over the partitions, memory limits routed);
 #   - the hot-key exact bound through the router: pgbench, 16 clients, 400
@@ -57,7 +63,8 @@
 # (run_transport); and, over two partition databases of their own, their
 # connection_lifetime, a connection terminated while idle and during a
 # RUN ON ALL call, a partition's notices, a partition answering another
-# row shape or two rows to a one-row call, plans invalidated during calls,
+# row shape, a column of another type or two rows to a one-row call, plans
+# invalidated during calls,
 # and the memory failed calls leave (run_transport_failures).
 #
 # Every cluster this script starts is stopped with pg_ctl on exit, on
@@ -975,6 +982,26 @@ SQL
   check "router connections: a partition answering two rows to a one-row call fails it naming the function (21000); the other partition's call works" \
     "$(printf '%s\n' 'two rows: 21000 public.ratelimit_proxy_value: the partition answered 2 rows, not one' 'other partition: no error')" \
     "$(echo "$out" | grep '^[a-z ]*:' | grep -v '^CONTEXT:')"
+
+  # rl_f0's ratelimit_proxy_value answering its value as numeric (the same
+  # columns, one of another type): the call fails naming the partition and
+  # the column (42804), before any value is read.
+  psql_in -d rl_f0 -f - >/dev/null <<'SQL'
+ALTER EXTENSION ratelimit DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+DROP FUNCTION public.ratelimit_proxy_value(text, text, jsonb);
+CREATE FUNCTION public.ratelimit_proxy_value(name text, key text, config jsonb, OUT value numeric,
+    OUT ts timestamp with time zone, OUT error_state text, OUT error_message text, OUT error_detail text,
+    OUT error_hint text)
+LANGUAGE sql AS $$ VALUES (1.5::numeric, now(), NULL::text, NULL::text, NULL::text, NULL::text) $$;
+SQL
+  out=$(psql_in -At -F ' ' -d router_failures 2>&1 <<SQL
+$FAILURE_HELPERS
+SELECT 'other type:', pg_temp.state_of(\$s\$SELECT ratelimit_value('f', '$key0', '$config')\$s\$);
+SQL
+  ) || { echo "$out"; out=failed; }
+  check "router connections: a partition answering a column of another type fails the call naming it and the column (42804)" \
+    'other type: 42804 public.ratelimit_proxy_value(4): [rl_f0] the partition answered column 1 as type 1700, not 701 (double precision)' \
+    "$(echo "$out" | grep '^other type:')"
 }
 
 start_partition_clusters() {
@@ -1012,7 +1039,7 @@ create_router_db router_clusters "${PART_HOSTS[@]}"
 
 for case in router router_clusters; do
   if [ $case = router ]; then hosts=("${one_cluster[@]}"); else hosts=("${PART_HOSTS[@]}"); fi
-  tests=(router postgrest app_pattern no_reconnect)
+  tests=(router postgrest app_pattern no_reconnect routed_settings hostile_callers)
   # The partitions of case 2 have shared memory (shared_preload_libraries).
   [ $case = router_clusters ] && tests+=(router_shared)
   say "$case: pg_regress test/plproxy (${tests[*]}), partition clocks frozen"

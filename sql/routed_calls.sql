@@ -176,5 +176,11 @@ SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.raise('pt
 SELECT error_state, error_message FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1, 2))$$);
 SELECT error_state, error_message
 FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(1, NULL::float8, NULL::timestamptz, 1::float8, 0::float8, NULL::text, NULL::text, NULL::text, NULL::text))$$);
+-- Every column is checked before any is read, the error columns too (an
+-- integer error_state was read as text: a SIGSEGV, issue 37).
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1::float8, now(), 1::float8, 1::float8, 12345, 'm'::text, NULL::text, NULL::text))$$);
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1::float8, now(), 1::float8, 1::float8, 'PT429'::text, 'm'::text, 7, NULL::text))$$);
 DELETE FROM ratelimit_state WHERE name = 'routed';
 RESET ratelimit.now;

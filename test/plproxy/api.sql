@@ -60,3 +60,21 @@ EXCEPTION WHEN OTHERS THEN
                             detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
 END;
 $$;
+
+-- Sets a setting of the current database for new sessions, as ALTER
+-- DATABASE ... SET does (value NULL: RESET); answers the database's name.
+-- test/plproxy/sql/routed_settings.sql calls it on every partition through
+-- PL/Proxy, to give the partitions settings of their own.
+CREATE FUNCTION public.set_database_setting(setting text, value text) RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+BEGIN
+    IF value IS NULL THEN
+        EXECUTE format('ALTER DATABASE %I RESET %s', current_database(), quote_ident(lower(setting)));
+    ELSE
+        EXECUTE format('ALTER DATABASE %I SET %s = %L', current_database(), quote_ident(lower(setting)), value);
+    END IF;
+    RETURN current_database();
+END;
+$$;

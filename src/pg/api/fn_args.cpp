@@ -36,13 +36,59 @@ void EncodeDecision(const Decision& decision, Datum* values, bool* nulls) {
 
 namespace {
 
+// The types of a ratelimit_result's five live columns, in order.
+constexpr Oid kDecisionTypes[kDecisionColumns] = {BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID};
+
+// 42804: a row type that is not (or no longer) ratelimit_result's shape.
+[[noreturn]] void RaiseNotDecisionShape(Oid type) {
+  ereport(ERROR,
+          (errcode(ERRCODE_DATATYPE_MISMATCH),
+           errmsg("ratelimit: result type %s is not ratelimit_result's shape", format_type_be(type)),
+           errdetail("A decision is (ok boolean, retry_after double precision, retry_at timestamp with "
+                     "time zone, remaining double precision, reset_after double precision).")));
+  pg_unreachable();
+}
+
+// The five live fields of a ratelimit_result datum, each checked to be of
+// its type before it is read (42804 otherwise: an owner's ALTER TYPE, or a
+// row of another type, is never read as a decision).
+void DecisionFields(HeapTupleHeader result, Datum* fields, bool* nulls) {
+  Oid type = HeapTupleHeaderGetTypeId(result);
+  TupleDesc desc = lookup_rowtype_tupdesc(type, HeapTupleHeaderGetTypMod(result));
+  int live = 0;
+  for (int i = 0; i < desc->natts; ++i) {
+    if (TupleDescAttr(desc, i)->attisdropped) continue;
+    if (live >= kDecisionColumns || TupleDescAttr(desc, i)->atttypid != kDecisionTypes[live]) {
+      ReleaseTupleDesc(desc);
+      RaiseNotDecisionShape(type);
+    }
+    ++live;
+  }
+  if (live != kDecisionColumns) {
+    ReleaseTupleDesc(desc);
+    RaiseNotDecisionShape(type);
+  }
+  HeapTupleData tuple;
+  tuple.t_len = HeapTupleHeaderGetDatumLength(result);
+  ItemPointerSetInvalid(&tuple.t_self);
+  tuple.t_tableOid = InvalidOid;
+  tuple.t_data = result;
+  auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * desc->natts));
+  auto* all_nulls = static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+  heap_deform_tuple(&tuple, desc, values, all_nulls);
+  for (int i = 0, field = 0; i < desc->natts; ++i) {
+    if (TupleDescAttr(desc, i)->attisdropped) continue;
+    fields[field] = values[i];
+    nulls[field++] = all_nulls[i];
+  }
+  ReleaseTupleDesc(desc);
+}
+
 // A ratelimit_result field that must not be NULL (22004 naming it).
-Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) {
-  bool isnull = false;
-  Datum value = GetAttributeByNum(result, attnum, &isnull);
-  if (isnull)
+Datum RequiredResultField(const Datum* fields, const bool* nulls, int field, const char* name) {
+  if (nulls[field])
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("result.%s must not be null", name)));
-  return value;
+  return fields[field];
 }
 
 // Forms a ratelimit_result row of `desc` from a decision. The descriptor
@@ -50,7 +96,6 @@ Datum RequiredResultField(HeapTupleHeader result, int attnum, const char* name) 
 // types (an ALTER TYPE may have added, dropped or retyped one: 42804
 // instead of a datum of the wrong type; dropped columns are NULL).
 HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
-  static const Oid kTypes[5] = {BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID};
   Datum encoded[5];
   bool encoded_nulls[5];
   EncodeDecision(decision, encoded, encoded_nulls);
@@ -66,7 +111,7 @@ HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
     Form_pg_attribute att = TupleDescAttr(desc, i);
     nulls[i] = true;
     if (att->attisdropped) continue;
-    if (live >= 5 || att->atttypid != kTypes[live]) {
+    if (live >= kDecisionColumns || att->atttypid != kDecisionTypes[live]) {
       shape_ok = false;
       break;
     }
@@ -74,12 +119,7 @@ HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
     nulls[i] = encoded_nulls[live];
     ++live;
   }
-  if (!shape_ok || live != 5)
-    ereport(ERROR,
-            (errcode(ERRCODE_DATATYPE_MISMATCH),
-             errmsg("ratelimit: result type %s is not ratelimit_result's shape", format_type_be(type)),
-             errdetail("A decision is (ok boolean, retry_after double precision, retry_at timestamp with "
-                       "time zone, remaining double precision, reset_after double precision).")));
+  if (!shape_ok || live != kDecisionColumns) RaiseNotDecisionShape(type);
   HeapTuple tuple = heap_form_tuple(desc, values, nulls);
   if (!here) {
     pfree(values);
@@ -189,17 +229,17 @@ void PutEntryRow(Tuplestorestate* store, TupleDesc desc, const LimitId& id, cons
 // The answer a ratelimit_result row carries: ok, remaining and reset_after
 // are required; retry_after (and retry_at) are NULL unless there is a retry.
 ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
+  Datum fields[kDecisionColumns];
+  bool nulls[kDecisionColumns];
+  DecisionFields(result, fields, nulls);
   ratelimit::HeaderAnswer answer;
-  answer.ok = DatumGetBool(RequiredResultField(result, 1, "ok"));
-  answer.remaining = DatumGetFloat8(RequiredResultField(result, 4, "remaining"));
-  answer.reset_after = DatumGetFloat8(RequiredResultField(result, 5, "reset_after"));
-  bool isnull = false;
-  Datum retry_after = GetAttributeByNum(result, 2, &isnull);
-  answer.has_retry = !isnull;
-  if (!isnull) answer.retry_after = DatumGetFloat8(retry_after);
-  Datum retry_at = GetAttributeByNum(result, 3, &isnull);
-  TimestampTz at = isnull ? 0 : DatumGetTimestampTz(retry_at);
-  answer.has_retry_at = answer.has_retry && !isnull && TimestamptzSupported(at);
+  answer.ok = DatumGetBool(RequiredResultField(fields, nulls, 0, "ok"));
+  answer.remaining = DatumGetFloat8(RequiredResultField(fields, nulls, 3, "remaining"));
+  answer.reset_after = DatumGetFloat8(RequiredResultField(fields, nulls, 4, "reset_after"));
+  answer.has_retry = !nulls[1];
+  if (answer.has_retry) answer.retry_after = DatumGetFloat8(fields[1]);
+  TimestampTz at = nulls[2] ? 0 : DatumGetTimestampTz(fields[2]);
+  answer.has_retry_at = answer.has_retry && !nulls[2] && TimestamptzSupported(at);
   if (answer.has_retry_at) answer.retry_at = UnixFromTimestamptz(at);
   if (!ratelimit::HeaderAnswerFinite(answer))
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("result has a non-finite number"),

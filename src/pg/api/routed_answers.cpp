@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/typcache.h"
@@ -61,17 +62,78 @@ void RaiseIfError(const Datum* values, const bool* nulls) {
                     TextOrNull(values[2], nulls[2]), TextOrNull(values[3], nulls[3]));
 }
 
-// The answer's columns must be the result's, then the error columns.
-void RequireResultColumns(TupleDesc answer, TupleDesc result) {
-  bool same = answer->natts == result->natts + kErrorColumns;
-  for (int i = 0; same && i < result->natts; ++i)
-    same = TupleDescAttr(answer, i)->atttypid == TupleDescAttr(result, i)->atttypid;
-  if (!same)
-    ereport(ERROR,
-            (errcode(ERRCODE_DATATYPE_MISMATCH),
-             errmsg("ratelimit: a routed call's answer must be the %d columns of its result and %d error "
-                    "columns",
-                    result->natts, kErrorColumns)));
+// The names of the error columns, which follow the result's.
+constexpr const char* kErrorColumnNames[kErrorColumns] = {"error_state", "error_message", "error_detail",
+                                                          "error_hint"};
+
+// The number of live (not dropped) columns of a row type.
+int LiveColumns(TupleDesc desc) {
+  int live = 0;
+  for (int i = 0; i < desc->natts; ++i) live += TupleDescAttr(desc, i)->attisdropped ? 0 : 1;
+  return live;
+}
+
+// The result's live column number `live` (0-based), or nullptr past them.
+Form_pg_attribute LiveResultColumn(TupleDesc result, int live) {
+  for (int i = 0; i < result->natts; ++i) {
+    if (TupleDescAttr(result, i)->attisdropped) continue;
+    if (live-- == 0) return TupleDescAttr(result, i);
+  }
+  return nullptr;
+}
+
+// Checks every column of the answer before any is read: the result's live
+// columns with their types, then the four error columns as text (42804
+// naming the first column that is not): a datum is never read as a type
+// it was not checked to be.
+void RequireAnswerColumns(TupleDesc answer, TupleDesc result) {
+  int expected_columns = LiveColumns(result) + kErrorColumns;
+  if (LiveColumns(answer) != expected_columns)
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("a routed call's answer must have %d columns, not %d", expected_columns,
+                           LiveColumns(answer)),
+                    errdetail("The answer is the columns of %s and the text columns error_state, "
+                              "error_message, error_detail and error_hint.",
+                              format_type_be(result->tdtypeid))));
+  for (int i = 0, live = 0; i < answer->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(answer, i);
+    if (att->attisdropped) continue;
+    Form_pg_attribute wanted = LiveResultColumn(result, live);
+    Oid type = wanted != nullptr ? wanted->atttypid : TEXTOID;
+    const char* name = wanted != nullptr ? NameStr(wanted->attname)
+                                         : kErrorColumnNames[live - (expected_columns - kErrorColumns)];
+    if (att->atttypid != type)
+      ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                      errmsg("column %d (%s) of a routed call's answer must be %s, not %s", live + 1, name,
+                             format_type_be(type), format_type_be(att->atttypid))));
+    ++live;
+  }
+}
+
+// Moves the answer's live columns (checked) into the result's live
+// positions (dropped ones NULL) and its last four into error_values.
+void SplitAnswer(TupleDesc answer, const Datum* values, const bool* nulls, TupleDesc result, Datum* out,
+                 bool* out_nulls, Datum* error_values, bool* error_nulls) {
+  int r = 0;
+  int e = 0;
+  for (int i = 0; i < answer->natts; ++i) {
+    if (TupleDescAttr(answer, i)->attisdropped) continue;
+    while (r < result->natts && TupleDescAttr(result, r)->attisdropped) {
+      out[r] = 0;
+      out_nulls[r++] = true;
+    }
+    if (r < result->natts) {
+      out[r] = values[i];
+      out_nulls[r++] = nulls[i];
+    } else {
+      error_values[e] = values[i];
+      error_nulls[e++] = nulls[i];
+    }
+  }
+  for (; r < result->natts; ++r) {
+    out[r] = 0;
+    out_nulls[r] = true;
+  }
 }
 
 }  // namespace
@@ -91,6 +153,8 @@ Datum RoutedResult(FunctionCallInfo fcinfo) {
   HeapTupleHeader answer = PG_GETARG_HEAPTUPLEHEADER(0);
   TupleDesc answer_desc =
       lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(answer), HeapTupleHeaderGetTypMod(answer));
+  TupleDesc desc = ResultDesc(fcinfo);
+  RequireAnswerColumns(answer_desc, desc);
   int columns = answer_desc->natts;
   HeapTupleData tuple;
   tuple.t_len = HeapTupleHeaderGetDatumLength(answer);
@@ -100,12 +164,14 @@ Datum RoutedResult(FunctionCallInfo fcinfo) {
   Datum* values = static_cast<Datum*>(palloc(columns * sizeof(Datum)));
   bool* nulls = static_cast<bool*>(palloc(columns * sizeof(bool)));
   heap_deform_tuple(&tuple, answer_desc, values, nulls);
-  int result_columns = columns - kErrorColumns;
-  TupleDesc desc = ResultDesc(fcinfo);
-  RequireResultColumns(answer_desc, desc);
+  Datum* result_values = static_cast<Datum*>(palloc((desc->natts + 1) * sizeof(Datum)));
+  bool* result_nulls = static_cast<bool*>(palloc((desc->natts + 1) * sizeof(bool)));
+  Datum error_values[kErrorColumns];
+  bool error_nulls[kErrorColumns];
+  SplitAnswer(answer_desc, values, nulls, desc, result_values, result_nulls, error_values, error_nulls);
   ReleaseTupleDesc(answer_desc);
-  RaiseIfError(values + result_columns, nulls + result_columns);
-  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+  RaiseIfError(error_values, error_nulls);
+  return HeapTupleGetDatum(heap_form_tuple(desc, result_values, result_nulls));
 }
 
 }  // namespace ratelimit_pg

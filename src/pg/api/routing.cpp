@@ -8,9 +8,15 @@
 // first argument, a hash, as PL/Proxy's RUN ON hash; of (name, key), as
 // ratelimit_hash gives it; every partition, RUN ON ALL; any one, RUN ON
 // ANY) over the router's own connections (route/connections.h), prepared
-// once per connection. Its arguments go as text, its rows come back as
-// text, read by the types' input functions into the function's declared
-// result; a partition's error returned as data is raised here.
+// once per connection. What crosses is bit-exact and independent of every
+// session setting, the caller's and the partition's: its arguments go in
+// binary (the types' send functions), text and jsonb as their text (which
+// no setting changes, and which is not converted to the caller's
+// client_encoding as their binary forms would be); its rows come back in
+// binary, each column checked to be of the type expected and read by the
+// type's receive function (text and jsonb checked to be valid in the
+// database's encoding) into the function's declared result; a partition's
+// error returned as data is raised here.
 #include <cstring>
 
 #include "support/entry.h"
@@ -24,18 +30,21 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_proc.h"
 #include "common/hashfn.h"
 #include "common/md5.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 #include "utils/tuplestore.h"
 }
 
@@ -95,6 +104,35 @@ const RoutedFunction kRouted[] = {
     {"ratelimit_proxy_simulate", Route::kAny, nullptr},
 };
 
+// How an argument crosses: its send function's bytes (binary), or its
+// output function's text.
+struct SentParam {
+  bool binary;
+  FmgrInfo function;
+};
+
+// How a column of the partition's binary answer is read: text and jsonb
+// checked for the database's encoding (their receive functions would
+// convert from the caller's client_encoding, which the partition did not
+// write them in), the others by their receive functions.
+enum class ColumnKind { kText, kJsonb, kReceived };
+
+struct ReadColumn {
+  ColumnKind kind;
+  int attnum;  // its index in desc; -1: an error column (text)
+  FmgrInfo receive;
+  Oid ioparam;
+};
+
+// A named row type a plan was made for (its result's, or an argument's)
+// and the type cache's identifier of its columns then: an ALTER TYPE
+// changes the columns, or a rollback changes them back, without a pg_type
+// invalidation, so the plan compares the identifier at every call.
+struct RowShape {
+  Oid type;
+  uint64 identifier;
+};
+
 // What a call of one routed function needs, made at its first call in
 // the backend and kept until a function or type changes (a query's
 // FmgrInfo lives only as long as one execution of it).
@@ -107,11 +145,120 @@ struct RoutedPlan {
   int args;
   int first_param;  // 1 when the first argument is the hash
   char* sql;
-  FmgrInfo* outputs;  // of each argument sent
+  SentParam* params;  // of each argument (those before first_param unused)
   bool returns_set;
   TupleDesc desc;
-  AttInMetadata* meta;
+  int columns;        // of each answer row: desc's live columns, then the error columns
+  ReadColumn* read;   // of each answer column
+  Oid* column_types;  // of each answer column
+  int shapes;
+  RowShape* shape;  // the named row types it was made for
 };
+
+// The type cache's identifier of a row type's columns.
+uint64 ShapeIdentifier(Oid type) { return lookup_type_cache(type, TYPECACHE_TUPDESC)->tupDesc_identifier; }
+
+// Remembers type, if it is a named row type, with its columns' identifier.
+void NoteShape(RoutedPlan* plan, Oid type) {
+  if (type == RECORDOID || !type_is_rowtype(type)) return;
+  plan->shape[plan->shapes++] = RowShape{type, ShapeIdentifier(type)};
+}
+
+// Whether every row type the plan was made for still has the columns it had.
+bool ShapesCurrent(const RoutedPlan& plan) {
+  for (int i = 0; i < plan.shapes; ++i)
+    if (ShapeIdentifier(plan.shape[i].type) != plan.shape[i].identifier) return false;
+  return true;
+}
+
+// The scalar types whose binary form holds no text and no type OID that
+// could differ between servers: sent and read in binary, bit-exact.
+bool BinaryScalar(Oid type) {
+  switch (type) {
+    case BOOLOID:
+    case INT2OID:
+    case INT4OID:
+    case INT8OID:
+    case FLOAT4OID:
+    case FLOAT8OID:
+    case TIMESTAMPTZOID:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether an argument of this type goes in binary: a binary scalar, an
+// array of one (array_send names its element type, built in), or a row
+// type of them (record_send names each column's type, built in, not the
+// row type's own OID, which differs between servers; record_recv on the
+// partition checks each against its own row type's columns).
+bool SentInBinary(Oid type) {
+  if (BinaryScalar(type)) return true;
+  Oid element = get_element_type(type);
+  if (OidIsValid(element)) return BinaryScalar(element);
+  if (!type_is_rowtype(type) || type == RECORDOID) return false;
+  TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+  bool scalars = true;
+  for (int i = 0; i < desc->natts && scalars; ++i)
+    scalars = TupleDescAttr(desc, i)->attisdropped || BinaryScalar(TupleDescAttr(desc, i)->atttypid);
+  ReleaseTupleDesc(desc);
+  return scalars;
+}
+
+// How argument `arg` (of type `type`) of function `name` crosses; a type
+// with no exact form here is refused when the plan is made.
+void PlanParam(const char* name, int arg, Oid type, SentParam* param) {
+  Oid function;
+  bool varlena;
+  if (type == TEXTOID || type == JSONBOID) {
+    param->binary = false;
+    getTypeOutputInfo(type, &function, &varlena);
+  } else if (SentInBinary(type)) {
+    param->binary = true;
+    getTypeBinaryOutputInfo(type, &function, &varlena);
+  } else {
+    elog(ERROR, "%s: argument %d's type %s cannot be routed exactly", name, arg + 1, format_type_be(type));
+  }
+  fmgr_info_cxt(function, &param->function, CurrentMemoryContext);  // the plan's
+}
+
+// How an answer column of type `type` is read; a type with no exact form
+// here is refused when the plan is made.
+void PlanColumn(const char* name, Oid type, int attnum, ReadColumn* column) {
+  column->attnum = attnum;
+  if (type == TEXTOID || type == JSONBOID) {
+    column->kind = type == TEXTOID ? ColumnKind::kText : ColumnKind::kJsonb;
+    return;
+  }
+  if (!BinaryScalar(type))
+    elog(ERROR, "%s: a result column's type %s cannot be routed exactly", name, format_type_be(type));
+  column->kind = ColumnKind::kReceived;
+  Oid receive;
+  getTypeBinaryInputInfo(type, &receive, &column->ioparam);
+  fmgr_info_cxt(receive, &column->receive, CurrentMemoryContext);  // the plan's
+}
+
+// The answer's columns: desc's live ones, then (answers_error) the error
+// columns, all text.
+void PlanColumns(RoutedPlan* plan) {
+  int live = 0;
+  for (int i = 0; i < plan->desc->natts; ++i) live += TupleDescAttr(plan->desc, i)->attisdropped ? 0 : 1;
+  plan->columns = live + (plan->answers_error ? kErrorColumns : 0);
+  plan->read = static_cast<ReadColumn*>(palloc0(sizeof(ReadColumn) * Max(1, plan->columns)));
+  plan->column_types = static_cast<Oid*>(palloc0(sizeof(Oid) * Max(1, plan->columns)));
+  int column = 0;
+  for (int i = 0; i < plan->desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(plan->desc, i);
+    if (att->attisdropped) continue;
+    plan->column_types[column] = att->atttypid;
+    PlanColumn(plan->function_name, att->atttypid, i, &plan->read[column++]);
+  }
+  for (; column < plan->columns; ++column) {
+    plan->column_types[column] = TEXTOID;
+    PlanColumn(plan->function_name, TEXTOID, -1, &plan->read[column]);
+  }
+}
 
 const RoutedFunction& RoutedFunctionNamed(const char* name) {
   for (const RoutedFunction& f : kRouted)
@@ -183,6 +330,8 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
   plan->first_param = routed.route == Route::kByHash ? 1 : 0;
   if (plan->route == Route::kByHash && (plan->args < 1 || types[0] != INT4OID))
     elog(ERROR, "%s: a routed function by hash takes the hash (integer) first", plan->function_name);
+  if (plan->route == Route::kByNameKey && (plan->args < 2 || types[0] != TEXTOID || types[1] != TEXTOID))
+    elog(ERROR, "%s: a routed function by name and key takes them (text) first", plan->function_name);
 
   StringInfoData sql;
   initStringInfo(&sql);
@@ -199,18 +348,17 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
   plan->sql_hash =
       hash_bytes(reinterpret_cast<const unsigned char*>(plan->sql), static_cast<int>(strlen(plan->sql)));
 
-  plan->outputs = static_cast<FmgrInfo*>(palloc0(sizeof(FmgrInfo) * Max(1, plan->args)));
-  for (int i = plan->first_param; i < plan->args; ++i) {
-    Oid output;
-    bool varlena;
-    getTypeOutputInfo(types[i], &output, &varlena);
-    fmgr_info_cxt(output, &plan->outputs[i], plan_context);
-  }
+  plan->params = static_cast<SentParam*>(palloc0(sizeof(SentParam) * Max(1, plan->args)));
+  for (int i = plan->first_param; i < plan->args; ++i)
+    PlanParam(plan->function_name, i, types[i], &plan->params[i]);
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "%s: a routed function returns rows", plan->function_name);
   plan->desc = BlessTupleDesc(CreateTupleDescCopy(desc));
-  plan->meta = TupleDescGetAttInMetadata(plan->desc);
+  PlanColumns(plan);
+  plan->shape = static_cast<RowShape*>(palloc(sizeof(RowShape) * (plan->args + 1)));
+  NoteShape(plan, plan->desc->tdtypeid);
+  for (int i = plan->first_param; i < plan->args; ++i) NoteShape(plan, types[i]);
   MemoryContextSwitchTo(caller);
   return plan;
 }
@@ -220,8 +368,13 @@ RoutedPlan* MakePlan(FunctionCallInfo fcinfo) {
 RoutedPlan* PlanOf(FunctionCallInfo fcinfo) {
   DropStalePlans();
   Oid function = fcinfo->flinfo->fn_oid;
-  for (int i = 0; i < plan_count; ++i)
-    if (plans[i]->function == function) return plans[i];
+  for (int i = 0; i < plan_count; ++i) {
+    if (plans[i]->function != function) continue;
+    if (ShapesCurrent(*plans[i])) return plans[i];
+    plans_stale = true;  // a row type's columns changed: every plan made again
+    DropStalePlans();
+    break;
+  }
   RoutedPlan* plan = MakePlan(fcinfo);
   if (plans == nullptr)
     plans = static_cast<RoutedPlan**>(MemoryContextAlloc(plan_context, sizeof(RoutedPlan*) * kMostPlans));
@@ -280,6 +433,118 @@ int TargetsOf(const RoutedPlan& plan, FunctionCallInfo fcinfo, const RouterClust
   pg_unreachable();
 }
 
+// The statement's parameters: the arguments after the hash, each in its
+// form (binary or text), and for kByNameKey the session's error format.
+void EncodeParams(const RoutedPlan& plan, FunctionCallInfo fcinfo, int sent, const char** values,
+                  int* lengths, int* formats) {
+  int params = plan.args - plan.first_param;
+  for (int i = 0; i < params; ++i) {
+    int arg = plan.first_param + i;
+    const SentParam& param = plan.params[arg];
+    values[i] = nullptr;
+    lengths[i] = 0;
+    formats[i] = param.binary ? 1 : 0;
+    if (PG_ARGISNULL(arg)) continue;
+    // A const FmgrInfo is still the function's to cache in (fn_extra).
+    auto* function = const_cast<FmgrInfo*>(&param.function);
+    if (!param.binary) {
+      values[i] = OutputFunctionCall(function, PG_GETARG_DATUM(arg));
+      continue;
+    }
+    bytea* bytes = SendFunctionCall(function, PG_GETARG_DATUM(arg));
+    values[i] = VARDATA(bytes);
+    lengths[i] = static_cast<int>(VARSIZE(bytes) - VARHDRSZ);
+  }
+  if (sent > params) {
+    // The session's error format ('' when unset: NULL, the partition's own).
+    const char* format = GetConfigOption("ratelimit.error_format", true, false);
+    values[params] = format != nullptr && format[0] != '\0' ? format : nullptr;
+    lengths[params] = 0;
+    formats[params] = 0;
+  }
+}
+
+// A value of the partition's answer that is not of its column's type:
+// only a broken or foreign server answers so (22P03, or 22021 for text).
+[[noreturn]] void RaiseBadColumn(const RoutedPlan& plan, int column, int sqlstate, const char* what) {
+  ereport(ERROR, (errcode(sqlstate), errmsg("%s: column %d of the partition's answer is not valid %s",
+                                            plan.function_name, column + 1, what)));
+  pg_unreachable();
+}
+
+// Text the partition sent (in the connection's client_encoding, the
+// database's): checked to be valid in it, without a zero byte.
+void RequireText(const RoutedPlan& plan, int column, const char* bytes, int length) {
+  if (!pg_verify_mbstr(GetDatabaseEncoding(), bytes, length, true))
+    RaiseBadColumn(plan, column, ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
+                   psprintf("text in encoding %s", GetDatabaseEncodingName()));
+}
+
+// Column `column` of an answer row (bytes, length) as the router's datum.
+Datum ReadValue(const RoutedPlan& plan, int column, char* bytes, int length) {
+  const ReadColumn& read = plan.read[column];
+  switch (read.kind) {
+    case ColumnKind::kText:
+      RequireText(plan, column, bytes, length);
+      return PointerGetDatum(cstring_to_text_with_len(bytes, length));
+    case ColumnKind::kJsonb:
+      // jsonb_send's form: a version byte (1), then the text.
+      if (length < 1 || bytes[0] != 1)
+        RaiseBadColumn(plan, column, ERRCODE_INVALID_BINARY_REPRESENTATION, "jsonb");
+      RequireText(plan, column, bytes + 1, length - 1);
+      return DirectFunctionCall1(jsonb_in, CStringGetDatum(bytes + 1));  // zero-terminated by CopyRows
+    case ColumnKind::kReceived: {
+      StringInfoData buf;
+      buf.data = bytes;
+      buf.len = length;
+      buf.maxlen = length + 1;
+      buf.cursor = 0;
+      Datum value = ReceiveFunctionCall(const_cast<FmgrInfo*>(&read.receive), &buf, read.ioparam, -1);
+      if (buf.cursor != buf.len)
+        RaiseBadColumn(plan, column, ERRCODE_INVALID_BINARY_REPRESENTATION,
+                       format_type_be(plan.column_types[column]));
+      return value;
+    }
+  }
+  pg_unreachable();
+}
+
+// Reads row r of an answer into the function's row (values/nulls, desc's
+// columns; dropped ones NULL) and the error columns (errors, when
+// answers_error).
+void ReadRow(const RoutedPlan& plan, const RemoteRows& rows, int r, Datum* values, bool* nulls,
+             const char** errors) {
+  for (int i = 0; i < plan.desc->natts; ++i) {
+    values[i] = 0;
+    nulls[i] = true;
+  }
+  for (int column = 0, error = 0; column < plan.columns; ++column) {
+    size_t cell = static_cast<size_t>(r) * rows.columns + column;
+    char* bytes = rows.values[cell];
+    int attnum = plan.read[column].attnum;
+    if (attnum < 0) {
+      errors[error++] = bytes == nullptr
+                            ? nullptr
+                            : TextDatumGetCString(ReadValue(plan, column, bytes, rows.lengths[cell]));
+      continue;
+    }
+    nulls[attnum] = bytes == nullptr;
+    if (bytes != nullptr) values[attnum] = ReadValue(plan, column, bytes, rows.lengths[cell]);
+  }
+}
+
+// Row r of an answer as the function's row; a partition's error returned
+// as data (answers_error) is raised instead.
+HeapTuple RowOf(const RoutedPlan& plan, const RemoteRows& rows, int r) {
+  auto* values = static_cast<Datum*>(palloc(sizeof(Datum) * Max(1, plan.desc->natts)));
+  auto* nulls = static_cast<bool*>(palloc(sizeof(bool) * Max(1, plan.desc->natts)));
+  const char* error[kErrorColumns] = {nullptr, nullptr, nullptr, nullptr};
+  ReadRow(plan, rows, r, values, nulls, error);
+  if (plan.answers_error && error[0] != nullptr)
+    RaiseRoutedAnswer(error[0], error[1] != nullptr ? error[1] : "", error[2], error[3]);
+  return heap_form_tuple(plan.desc, values, nulls);
+}
+
 }  // namespace
 
 Datum RouteCall(FunctionCallInfo fcinfo) {
@@ -291,18 +556,12 @@ Datum RouteCall(FunctionCallInfo fcinfo) {
   int params = plan->args - plan->first_param;
   int sent = params + (plan->route == Route::kByNameKey ? 1 : 0);
   auto** values = static_cast<const char**>(palloc(sizeof(char*) * Max(1, sent)));
-  for (int i = 0; i < params; ++i) {
-    int arg = plan->first_param + i;
-    values[i] = PG_ARGISNULL(arg) ? nullptr : OutputFunctionCall(&plan->outputs[arg], PG_GETARG_DATUM(arg));
-  }
-  if (plan->route == Route::kByNameKey) {
-    // The session's error format ('' when unset: NULL, the partition's own).
-    const char* format = GetConfigOption("ratelimit.error_format", true, false);
-    values[params] = format != nullptr && format[0] != '\0' ? format : nullptr;
-  }
-  int columns = plan->desc->natts + (plan->answers_error ? kErrorColumns : 0);
-  RemoteStatement statement{plan->function, plan->sql_hash, plan->function_name, plan->args, plan->sql, sent,
-                            values,         columns};
+  auto* lengths = static_cast<int*>(palloc(sizeof(int) * Max(1, sent)));
+  auto* formats = static_cast<int*>(palloc(sizeof(int) * Max(1, sent)));
+  EncodeParams(*plan, fcinfo, sent, values, lengths, formats);
+  RemoteStatement statement{
+      plan->function, plan->sql_hash, plan->function_name, plan->args,        plan->sql, sent, values,
+      lengths,        formats,        plan->columns,       plan->column_types};
   auto* answers = static_cast<RemoteRows*>(palloc(sizeof(RemoteRows) * count));
   RunOnPartitions(cluster, targets, count, statement, answers);
 
@@ -312,19 +571,13 @@ Datum RouteCall(FunctionCallInfo fcinfo) {
     if (rows.rows > 1)
       ereport(ERROR, (errcode(ERRCODE_CARDINALITY_VIOLATION),
                       errmsg("%s: the partition answered %d rows, not one", plan->function_name, rows.rows)));
-    if (plan->answers_error) {
-      char** error = rows.values + plan->desc->natts;
-      if (error[0] != nullptr)
-        RaiseRoutedAnswer(error[0], error[1] != nullptr ? error[1] : "", error[2], error[3]);
-    }
-    return HeapTupleGetDatum(BuildTupleFromCStrings(plan->meta, rows.values));
+    return HeapTupleGetDatum(RowOf(*plan, rows, 0));
   }
   InitMaterializedSRF(fcinfo, 0);
   auto* set = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   for (int t = 0; t < count; ++t)
     for (int r = 0; r < answers[t].rows; ++r)
-      tuplestore_puttuple(set->setResult,
-                          BuildTupleFromCStrings(plan->meta, answers[t].values + r * answers[t].columns));
+      tuplestore_puttuple(set->setResult, RowOf(*plan, answers[t], r));
   return static_cast<Datum>(0);
 }
 

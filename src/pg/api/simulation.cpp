@@ -12,6 +12,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 }
 
@@ -27,10 +28,15 @@ constexpr int kNameArg = 3;
 constexpr int kKeyArg = 4;
 
 // The elements of a one-dimensional float8 or timestamptz array argument
-// (both 8 bytes, by value); 22004 for a NULL element, 22023 for more than
+// (both 8 bytes, by value); 42804 for an array of another element type
+// (never read as this one), 22004 for a NULL element, 22023 for more than
 // one dimension or more elements than a simulation takes.
 int ArrayElements(FunctionCallInfo fcinfo, int arg, Oid type, const char* what, Datum** out) {
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(arg);
+  if (ARR_ELEMTYPE(array) != type)
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s must be an array of %s, not of %s", what, format_type_be(type),
+                           format_type_be(ARR_ELEMTYPE(array)))));
   if (ARR_NDIM(array) > 1)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s must be one-dimensional", what)));
   int n = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));

@@ -14,6 +14,7 @@ extern "C" {
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 }
@@ -374,29 +375,37 @@ struct Answer {
   const char* database;
 };
 
-// Copies a result's rows (text, nullptr for NULL) into two allocations;
-// false when out of memory.
+// Copies a result's rows (binary values, nullptr for NULL, each followed
+// by a zero byte as libpq leaves it) and its column types into four
+// allocations; false when out of memory.
 bool CopyRows(const PGresult* result, RemoteRows* out) {
   int rows = PQntuples(result);
   int columns = PQnfields(result);
-  size_t text = 0;
+  size_t cells = static_cast<size_t>(rows) * columns;
+  size_t bytes = 0;
   for (int r = 0; r < rows; ++r)
     for (int col = 0; col < columns; ++col)
-      if (!PQgetisnull(result, r, col)) text += static_cast<size_t>(PQgetlength(result, r, col)) + 1;
-  auto** values = static_cast<char**>(AllocOrNull(sizeof(char*) * static_cast<size_t>(rows) * columns));
-  auto* next = static_cast<char*>(AllocOrNull(text));
-  if (values == nullptr || next == nullptr) return false;
+      if (!PQgetisnull(result, r, col)) bytes += static_cast<size_t>(PQgetlength(result, r, col)) + 1;
+  auto** values = static_cast<char**>(AllocOrNull(sizeof(char*) * cells));
+  auto* lengths = static_cast<int*>(AllocOrNull(sizeof(int) * cells));
+  auto* types = static_cast<Oid*>(AllocOrNull(sizeof(Oid) * columns));
+  auto* next = static_cast<char*>(AllocOrNull(bytes));
+  if (values == nullptr || lengths == nullptr || types == nullptr || next == nullptr) return false;
+  // A column the partition sent as text counts as no type: never read as binary.
+  for (int col = 0; col < columns; ++col) types[col] = PQfformat(result, col) == 1 ? PQftype(result, col) : 0;
   for (int r = 0; r < rows; ++r)
     for (int col = 0; col < columns; ++col) {
-      char** value = &values[static_cast<size_t>(r) * columns + col];
-      *value = nullptr;
+      size_t cell = static_cast<size_t>(r) * columns + col;
+      values[cell] = nullptr;
+      lengths[cell] = 0;
       if (PQgetisnull(result, r, col)) continue;
-      size_t size = static_cast<size_t>(PQgetlength(result, r, col)) + 1;
-      memcpy(next, PQgetvalue(result, r, col), size);
-      *value = next;
-      next += size;
+      int length = PQgetlength(result, r, col);
+      memcpy(next, PQgetvalue(result, r, col), static_cast<size_t>(length) + 1);
+      values[cell] = next;
+      lengths[cell] = length;
+      next += static_cast<size_t>(length) + 1;
     }
-  *out = RemoteRows{rows, columns, values};
+  *out = RemoteRows{rows, columns, values, lengths, types};
   return true;
 }
 
@@ -506,8 +515,30 @@ void Send(Connection* c, const RemoteStatement& statement, int partition) {
   char name[64];
   StatementName(statement, name, sizeof(name));
   c->busy = true;
-  if (!PQsendQueryPrepared(c->conn, name, statement.params, statement.values, nullptr, nullptr, 0))
+  if (!PQsendQueryPrepared(c->conn, name, statement.params, statement.values, statement.lengths,
+                           statement.formats, 1))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
+}
+
+// An answer must have the statement's columns, of its types (built-in
+// types: the same OIDs on every server), in binary: 42804 naming the
+// partition, before any value is read.
+void RequireColumns(const Answer& answer, const RemoteStatement& statement) {
+  const RemoteRows& rows = answer.rows;
+  if (rows.columns != statement.columns)
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
+                           statement.function_args, answer.database, rows.columns, statement.columns),
+                    errhint("Update the partitions' ratelimit to the router's version.")));
+  for (int col = 0; col < rows.columns; ++col) {
+    if (rows.types[col] == statement.column_types[col]) continue;
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s(%d): [%s] the partition answered column %d as type %u, not %u (%s)",
+                           statement.function_name, statement.function_args, answer.database, col + 1,
+                           rows.types[col], statement.column_types[col],
+                           format_type_be(statement.column_types[col])),
+                    errhint("Update the partitions' ratelimit to the router's version.")));
+  }
 }
 
 }  // namespace
@@ -543,14 +574,7 @@ void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count
   // raised: the first partition's, in partition order.
   for (int i = 0; i < count; ++i)
     if (answers[i].failed) Raise(answers[i].error, statement, answers[i].database, true);
-  for (int i = 0; i < count; ++i) {
-    if (answers[i].rows.columns == statement.columns) continue;
-    ereport(ERROR,
-            (errcode(ERRCODE_DATATYPE_MISMATCH),
-             errmsg("%s(%d): [%s] the partition answered %d columns, not %d", statement.function_name,
-                    statement.function_args, answers[i].database, answers[i].rows.columns, statement.columns),
-             errhint("Update the partitions' ratelimit to the router's version.")));
-  }
+  for (int i = 0; i < count; ++i) RequireColumns(answers[i], statement);
   for (int i = 0; i < count; ++i) out[i] = answers[i].rows;
   running = nullptr;
 }

@@ -13,6 +13,16 @@
 // next call opens a new one; an idle connection the partition closed (a
 // restart) is noticed before it is used. Waits are interruptible (a cancel
 // of the router's statement cancels the partition's).
+//
+// What crosses is bit-exact and depends on no session setting: parameters
+// go in binary (each type's send function) or, for text and jsonb, as
+// their text, which no setting changes; the partition answers in binary
+// (each column's type checked against what the statement expects). The
+// partition session's settings are its own (ALTER ROLE/DATABASE ... SET
+// there): no startup option is sent, which a pooler in front of the
+// partitions (pgbouncer) would refuse, and nothing that crosses depends on
+// them (what a partition renders as text itself, a refusal's DETAIL, is
+// written the same under every setting).
 #pragma once
 
 #include "route/cluster.h"
@@ -27,21 +37,27 @@ struct RemoteStatement {
   int function_args;          // its number of arguments, in messages
   const char* sql;            // prepared once per connection
   int params;
-  const char* const* values;  // text; nullptr for NULL
-  int columns;                // each row must have these
+  const char* const* values;  // nullptr for NULL
+  const int* lengths;         // of each binary value
+  const int* formats;         // of each value: 0 text, 1 binary
+  int columns;                // each row must have these,
+  const Oid* column_types;    // of these (built-in) types, answered in binary
 };
 
-// What one partition answered: rows of text values (nullptr for NULL),
-// copied out of libpq, row by row.
+// What one partition answered: rows of binary values (nullptr for NULL,
+// each followed by a zero byte), copied out of libpq, row by row.
 struct RemoteRows {
   int rows;
   int columns;
   char** values;  // rows * columns
+  int* lengths;   // rows * columns
+  Oid* types;     // columns: the type of each, as the partition said
 };
 
 // Runs statement on each of the partitions in targets (sent to every one,
 // then read): out[i] is what targets[i] answered. Raises a partition's
-// error, or a lost connection's naming the partition.
+// error, a lost connection's naming the partition, or 42804 for an answer
+// whose columns are not the statement's.
 void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count,
                      const RemoteStatement& statement, RemoteRows* out);
 

@@ -6,10 +6,10 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/datetime.h"
-#include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
@@ -36,7 +36,26 @@ void AppendJsonText(StringInfo buf, const char* bytes, int len) {
   pfree(copy);
 }
 
-// The DETAIL of a PT429 error: a JSON object a client can parse.
+// A number as its shortest exact text, whatever the session's
+// extra_float_digits (float8out's text at its default): what a refusal
+// tells a client, and a router relays as text, never depends on a setting.
+char* ExactNumberText(double value) {
+  auto* text = static_cast<char*>(palloc(DOUBLE_SHORTEST_DECIMAL_LEN));
+  double_to_shortest_decimal_buf(value, text);
+  return text;
+}
+
+// An instant as ISO 8601 in UTC ("2026-01-01T00:00:01+00:00"), whatever the
+// session's TimeZone.
+void AppendUtcInstant(StringInfo buf, Micros at) {
+  static const int kUtc = 0;
+  char iso[MAXDATELEN + 1];
+  JsonEncodeDateTime(iso, TimestampTzGetDatum(TimestamptzFromUnix(at)), TIMESTAMPTZOID, &kUtc);
+  escape_json(buf, iso);
+}
+
+// The DETAIL of a PT429 error: a JSON object a client can parse, the same
+// text in every session.
 char* RefusalDetailJson(const LimitId& id, const Decision& decision) {
   StringInfoData buf;
   initStringInfo(&buf);
@@ -46,14 +65,11 @@ char* RefusalDetailJson(const LimitId& id, const Decision& decision) {
   AppendJsonKey(&buf, "key", false);
   AppendJsonText(&buf, id.key, id.key_len);
   AppendJsonKey(&buf, "retry_after", false);
-  appendStringInfoString(&buf, float8out_internal(decision.retry_after));
+  appendStringInfoString(&buf, ExactNumberText(decision.retry_after));
   AppendJsonKey(&buf, "retry_at", false);
-  char iso[MAXDATELEN + 1];
-  JsonEncodeDateTime(iso, TimestampTzGetDatum(TimestamptzFromUnix(decision.retry_at)), TIMESTAMPTZOID,
-                     nullptr);
-  escape_json(&buf, iso);
+  AppendUtcInstant(&buf, decision.retry_at);
   AppendJsonKey(&buf, "remaining", false);
-  appendStringInfoString(&buf, float8out_internal(decision.remaining));
+  appendStringInfoString(&buf, ExactNumberText(decision.remaining));
   appendStringInfoChar(&buf, '}');
   return buf.data;
 }
@@ -135,7 +151,7 @@ void RaiseRateLimited(const LimitCall& call, const Decision& decision) {
   const LimitId& id = call.id;
   char* detail = RefusalDetailJson(id, decision);
   char* message = psprintf("rate limit %s exceeded", QuotedName(id));
-  char* hint = psprintf("Retry after %s seconds.", float8out_internal(decision.retry_after));
+  char* hint = psprintf("Retry after %s seconds.", ExactNumberText(decision.retry_after));
   if (error_format == kPostgrest) RaisePostgrest(call, decision, message, detail, hint);
   ereport(ERROR, (errcode(MAKE_SQLSTATE('P', 'T', '4', '2', '9')), errmsg("%s", message),
                   errdetail("%s", detail), errhint("%s", hint)));
