@@ -266,7 +266,7 @@ CROSS JOIN LATERAL (VALUES
 WHERE e.extname = extension
 UNION ALL
 SELECT format('default privileges on %s of role %s in %s', a.defaclobjtype, pg_catalog.pg_get_userbyid(a.defaclrole),
-              coalesce('schema ' || a.defaclnamespace::regnamespace::text, 'every schema')),
+              CASE WHEN a.defaclnamespace = 0 THEN 'every schema' ELSE 'schema ' || a.defaclnamespace::regnamespace::text END),
        'privileges', a.defaclacl::text
 FROM pg_catalog.pg_default_acl AS a
 $$;
