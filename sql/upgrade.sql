@@ -78,7 +78,7 @@ SELECT ok, remaining, retry_after FROM ratelimit_simulate('{"kind": "token bucke
 -- first checked against the tree: its sql/ratelimit--*.sql files and its
 -- control file, and the default version must have a complete script.
 \i test/sql_support/extension_catalog.sql
-\set release_files `cd sql && ls ratelimit--*.sql`
+\set release_files `cd sql && md5sum ratelimit--*.sql`
 \set control_file `cat ratelimit.control`
 SELECT * FROM pg_temp.release_files_problems('ratelimit', :'release_files', :'control_file');
 SELECT pg_temp.take_snapshot('ratelimit', 'updated above');

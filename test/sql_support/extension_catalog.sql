@@ -422,40 +422,55 @@ BEGIN
 END
 $$;
 
--- What the tree holds (its script file names, files, and its control file's
--- text, control) against what PostgreSQL offers: every version and update
--- script of one is in the other, the default versions agree, and the
--- default version has a complete script of its own (else CREATE EXTENSION
--- would run the update path, and the comparison would prove nothing).
--- Returns the disagreements: none.
+-- The tree's scripts (files: `md5sum EXT--*.sql` run in sql/, a checksum and
+-- a name a line) and control file (control: its text) against what the
+-- server has installed and offers. The installed EXT--*.sql files are the
+-- tree's, byte for byte (so the comparison tests this tree's scripts, not
+-- another build's); the versions and update scripts PostgreSQL offers are
+-- the ones the files name; the default versions agree; and the default
+-- version has a complete script of its own (else CREATE EXTENSION would run
+-- the update path, and the comparison would prove nothing). Returns the
+-- disagreements: none. Reads the server's extension directory: superuser.
 CREATE FUNCTION pg_temp.release_files_problems(extension name, files text, control text)
 RETURNS SETOF text
-LANGUAGE sql STABLE AS $$
-WITH file AS (
-    SELECT regexp_match(f, '^' || extension || '--(.+?)(?:--(.+))?\.sql$') AS m
-    FROM regexp_split_to_table(trim(files), '\s+') AS f
+LANGUAGE sql AS $$
+WITH tree AS (
+    SELECT l[1] AS checksum, l[2] AS script, regexp_match(l[2], '^' || extension || '--(.+?)(?:--(.+))?\.sql$') AS m
+    FROM regexp_split_to_table(trim(files), '\n') AS line, regexp_match(trim(line), '^([0-9a-f]{32})\s+\*?(\S+)$') AS l
+), directory AS (
+    SELECT setting || '/extension' AS path FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'
+), installed AS (
+    SELECT f AS script, md5(pg_catalog.pg_read_binary_file(directory.path || '/' || f)) AS checksum
+    FROM directory, pg_catalog.pg_ls_dir(directory.path) AS f
+    WHERE f ~ ('^' || extension || '--.+\.sql$')
 ), tree_default AS (
     SELECT (regexp_match(control, $r$default_version\s*=\s*'([^']*)'$r$))[1] AS version
 ), tree_versions AS (
-    SELECT m[1] AS version FROM file UNION SELECT m[2] FROM file WHERE m[2] IS NOT NULL
-), tree_scripts AS (
-    SELECT m[1] || '--' || m[2] AS script FROM file WHERE m[2] IS NOT NULL
-), seen_versions AS (
+    SELECT m[1] AS version FROM tree UNION SELECT m[2] FROM tree WHERE m[2] IS NOT NULL
+), tree_updates AS (
+    SELECT m[1] || '--' || m[2] AS path FROM tree WHERE m[2] IS NOT NULL
+), offered_versions AS (
     SELECT v.version FROM pg_catalog.pg_available_extension_versions AS v WHERE v.name = extension
-), seen_scripts AS (
-    SELECT p.path AS script FROM pg_catalog.pg_extension_update_paths(extension) AS p WHERE p.path = p.source || '--' || p.target
+), offered_updates AS (
+    SELECT p.path FROM pg_catalog.pg_extension_update_paths(extension) AS p WHERE p.path = p.source || '--' || p.target
 )
-SELECT format('version %s is in the tree''s files, not among those PostgreSQL offers', version)
-FROM (SELECT version FROM tree_versions EXCEPT SELECT version FROM seen_versions) AS missing
+SELECT format('%s: installed, not in the tree', i.script)
+FROM installed AS i WHERE NOT EXISTS (SELECT FROM tree AS t WHERE t.script = i.script)
 UNION ALL
-SELECT format('version %s is offered by PostgreSQL, not in the tree''s files', version)
-FROM (SELECT version FROM seen_versions EXCEPT SELECT version FROM tree_versions) AS extra
+SELECT format('%s: in the tree, %s', t.script, CASE WHEN i.script IS NULL THEN 'not installed' ELSE 'installed with other contents' END)
+FROM tree AS t LEFT JOIN installed AS i ON i.script = t.script WHERE i.checksum IS DISTINCT FROM t.checksum
 UNION ALL
-SELECT format('update script %s is in the tree, not offered by PostgreSQL', script)
-FROM (SELECT script FROM tree_scripts EXCEPT SELECT script FROM seen_scripts) AS missing
+SELECT format('version %s: named by the tree''s scripts, not offered by PostgreSQL', version)
+FROM (SELECT version FROM tree_versions EXCEPT SELECT version FROM offered_versions) AS missing
 UNION ALL
-SELECT format('update script %s is offered by PostgreSQL, not in the tree', script)
-FROM (SELECT script FROM seen_scripts EXCEPT SELECT script FROM tree_scripts) AS extra
+SELECT format('version %s: offered by PostgreSQL, not named by the tree''s scripts', version)
+FROM (SELECT version FROM offered_versions EXCEPT SELECT version FROM tree_versions) AS extra
+UNION ALL
+SELECT format('update %s: a script in the tree, not offered by PostgreSQL', path)
+FROM (SELECT path FROM tree_updates EXCEPT SELECT path FROM offered_updates) AS missing
+UNION ALL
+SELECT format('update %s: offered by PostgreSQL, no script in the tree', path)
+FROM (SELECT path FROM offered_updates EXCEPT SELECT path FROM tree_updates) AS extra
 UNION ALL
 SELECT format('the control file''s default version %s is not PostgreSQL''s %s', d.version, a.default_version)
 FROM tree_default AS d, pg_catalog.pg_available_extensions AS a
@@ -463,6 +478,6 @@ WHERE a.name = extension AND d.version IS DISTINCT FROM a.default_version
 UNION ALL
 SELECT format('the default version %s has no complete script %s--%s.sql', d.version, extension, d.version)
 FROM tree_default AS d
-WHERE NOT EXISTS (SELECT FROM file WHERE m[1] = d.version AND m[2] IS NULL)
+WHERE NOT EXISTS (SELECT FROM tree WHERE m[1] = d.version AND m[2] IS NULL)
 $$;
 \set ECHO :extension_catalog_echo
