@@ -18,8 +18,12 @@
 -- comment, privileges and dependencies.
 
 CREATE TEMP TABLE catalog_snapshots (snapshot text, object text, property text, value text);
+-- The objects of the snapshot being taken (catalog_objects, computed once).
+CREATE TEMP TABLE catalog_object_set (classid oid, objid oid, objsubid integer);
 
--- The objects a snapshot covers, as pg_depend and pg_description address them.
+-- The objects a snapshot covers, as pg_depend and pg_description address
+-- them. extension_catalog saves them in catalog_object_set, which the
+-- functions after catalog_members read.
 CREATE FUNCTION pg_temp.catalog_objects(extension name)
 RETURNS TABLE (classid oid, objid oid, objsubid integer)
 LANGUAGE sql STABLE AS $$
@@ -78,11 +82,11 @@ WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e' AND
 $$;
 
 -- Functions and procedures: the whole definition, and each attribute on its own line.
-CREATE FUNCTION pg_temp.catalog_functions(extension name)
+CREATE FUNCTION pg_temp.catalog_functions()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0), v.property, v.value
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_proc AS p ON o.classid = 'pg_catalog.pg_proc'::regclass AND p.oid = o.objid
 JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
 CROSS JOIN LATERAL (VALUES
@@ -113,11 +117,11 @@ CROSS JOIN LATERAL (VALUES
 $$;
 
 -- Relations (tables, views, composite types' relations, indexes, sequences).
-CREATE FUNCTION pg_temp.catalog_relations(extension name)
+CREATE FUNCTION pg_temp.catalog_relations()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0), v.property, v.value
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_class AS c ON o.classid = 'pg_catalog.pg_class'::regclass AND o.objsubid = 0 AND c.oid = o.objid
 LEFT JOIN pg_catalog.pg_am AS am ON am.oid = c.relam
 LEFT JOIN pg_catalog.pg_tablespace AS ts ON ts.oid = c.reltablespace
@@ -147,14 +151,14 @@ CROSS JOIN LATERAL (VALUES
 $$;
 
 -- Columns of tables, views and composite types, by their order among the live ones.
-CREATE FUNCTION pg_temp.catalog_columns(extension name)
+CREATE FUNCTION pg_temp.catalog_columns()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object('pg_catalog.pg_class'::regclass, a.attrelid, a.attnum), v.property, v.value
 FROM (SELECT a.*, row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum) AS position
       FROM pg_catalog.pg_attribute AS a JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid
       WHERE a.attnum > 0 AND NOT a.attisdropped AND c.relkind NOT IN ('i', 'I')
-        AND a.attrelid IN (SELECT o.objid FROM pg_temp.catalog_objects(extension) AS o
+        AND a.attrelid IN (SELECT o.objid FROM pg_temp.catalog_object_set AS o
                            WHERE o.classid = 'pg_catalog.pg_class'::regclass AND o.objsubid = 0)) AS a
 LEFT JOIN pg_catalog.pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 LEFT JOIN pg_catalog.pg_collation AS co ON co.oid = a.attcollation
@@ -177,11 +181,11 @@ CROSS JOIN LATERAL (VALUES
 $$;
 
 -- Constraints, triggers, rules and policies, each by its definition.
-CREATE FUNCTION pg_temp.catalog_rules(extension name)
+CREATE FUNCTION pg_temp.catalog_rules()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0), v.property, v.value
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 LEFT JOIN pg_catalog.pg_constraint AS c ON o.classid = 'pg_catalog.pg_constraint'::regclass AND c.oid = o.objid
 LEFT JOIN pg_catalog.pg_trigger AS t ON o.classid = 'pg_catalog.pg_trigger'::regclass AND t.oid = o.objid
 LEFT JOIN pg_catalog.pg_rewrite AS w ON o.classid = 'pg_catalog.pg_rewrite'::regclass AND w.oid = o.objid
@@ -204,11 +208,11 @@ WHERE o.classid IN ('pg_catalog.pg_constraint'::regclass, 'pg_catalog.pg_trigger
 $$;
 
 -- Types (composite types' attributes are their relation's columns) and the schema.
-CREATE FUNCTION pg_temp.catalog_types_and_schema(extension name)
+CREATE FUNCTION pg_temp.catalog_types_and_schema()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0), v.property, v.value
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_type AS t ON o.classid = 'pg_catalog.pg_type'::regclass AND t.oid = o.objid
 CROSS JOIN LATERAL (VALUES
     ('type kind', t.typtype::text),
@@ -223,7 +227,7 @@ CROSS JOIN LATERAL (VALUES
     ) AS v (property, value)
 UNION ALL
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, 0), v.property, v.value
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_namespace AS n ON o.classid = 'pg_catalog.pg_namespace'::regclass AND n.oid = o.objid
 CROSS JOIN LATERAL (VALUES
     ('owner', pg_catalog.pg_get_userbyid(n.nspowner)::text),
@@ -232,16 +236,16 @@ $$;
 
 -- Comments of every object (columns' included) and the initial privileges
 -- that pg_dump compares an object's privileges with (pg_init_privs).
-CREATE FUNCTION pg_temp.catalog_comments_and_initial_privileges(extension name)
+CREATE FUNCTION pg_temp.catalog_comments_and_initial_privileges()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, o.objsubid), 'comment', d.description
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_description AS d ON d.classoid = o.classid AND d.objoid = o.objid AND d.objsubid = o.objsubid
 UNION ALL
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, o.objsubid), 'initial privileges',
        i.privtype::text || ' ' || i.initprivs::text
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_init_privs AS i ON i.classoid = o.classid AND i.objoid = o.objid AND i.objsubid = o.objsubid
 $$;
 
@@ -272,12 +276,12 @@ FROM pg_catalog.pg_default_acl AS a
 $$;
 
 -- What each object depends on, but for its membership (catalog_members).
-CREATE FUNCTION pg_temp.catalog_dependencies(extension name)
+CREATE FUNCTION pg_temp.catalog_dependencies()
 RETURNS TABLE (object text, property text, value text)
 LANGUAGE sql STABLE AS $$
 SELECT pg_catalog.pg_describe_object(o.classid, o.objid, o.objsubid), 'depends on',
        d.deptype::text || ' ' || pg_catalog.pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid)
-FROM pg_temp.catalog_objects(extension) AS o
+FROM pg_temp.catalog_object_set AS o
 JOIN pg_catalog.pg_depend AS d ON d.classid = o.classid AND d.objid = o.objid AND d.objsubid = o.objsubid
 WHERE NOT (d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e')
 $$;
@@ -285,17 +289,19 @@ $$;
 -- The whole snapshot of an installed extension (a NULL value is no row).
 CREATE FUNCTION pg_temp.extension_catalog(extension name)
 RETURNS TABLE (object text, property text, value text)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql AS $$
+DELETE FROM pg_temp.catalog_object_set;
+INSERT INTO pg_temp.catalog_object_set SELECT * FROM pg_temp.catalog_objects(extension);
 SELECT * FROM (
 SELECT * FROM pg_temp.catalog_members(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_functions(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_relations(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_columns(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_rules(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_types_and_schema(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_comments_and_initial_privileges(extension)
+UNION ALL SELECT * FROM pg_temp.catalog_functions()
+UNION ALL SELECT * FROM pg_temp.catalog_relations()
+UNION ALL SELECT * FROM pg_temp.catalog_columns()
+UNION ALL SELECT * FROM pg_temp.catalog_rules()
+UNION ALL SELECT * FROM pg_temp.catalog_types_and_schema()
+UNION ALL SELECT * FROM pg_temp.catalog_comments_and_initial_privileges()
 UNION ALL SELECT * FROM pg_temp.catalog_extension(extension)
-UNION ALL SELECT * FROM pg_temp.catalog_dependencies(extension)
+UNION ALL SELECT * FROM pg_temp.catalog_dependencies()
 ) AS c
 WHERE c.value IS NOT NULL
 $$;
