@@ -380,8 +380,8 @@ SQL
 # file), and a fresh install (the default version's complete script) has, object
 # by object, the catalog of the router installed at every release and updated
 # (test/sql_support/extension_catalog.sql, as sql/upgrade.sql does for
-# ratelimit); a comment, a privilege and a function body planted in the fresh
-# one are each found.
+# ratelimit); every member has its comment; a comment, a privilege and a
+# function body planted in the fresh one are each found.
 run_fresh_vs_upgraded() {
   local db=router_releases out
   psql_in -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
@@ -391,6 +391,7 @@ CREATE EXTENSION plproxy;
 \i test/sql_support/extension_catalog.sql
 SELECT 'problem', p FROM pg_temp.release_files_problems('ratelimit_proxy', :'files', :'control') AS p;
 SELECT 'difference', d.* FROM pg_temp.fresh_vs_upgraded('ratelimit_proxy') AS d;
+SELECT 'uncommented', m FROM pg_temp.members_without_comment('ratelimit_proxy') AS m;
 SELECT 'compared', count(*) = (SELECT count(DISTINCT snapshot) FROM pg_temp.catalog_snapshots WHERE snapshot LIKE 'from %'),
        count(*) >= 4
 FROM pg_temp.starting_points('ratelimit_proxy');
@@ -410,6 +411,7 @@ SQL
     "" "$(grep '^problem ' <<<"$out" || true)"
   check "the router's schema: a fresh ratelimit_proxy $ROUTER_VERSION is the router updated from every release" \
     "" "$(grep '^difference ' <<<"$out" || true)"
+  check "the router's schema: every member has its COMMENT ON" "" "$(grep '^uncommented ' <<<"$out" || true)"
   check "the router's schema: every release compared" "compared | t | t" "$(grep '^compared ' <<<"$out" || true)"
   check "the router's schema: a planted comment, privilege and body are each found" "planted | t | t | t" \
     "$(grep '^planted ' <<<"$out" || true)"

@@ -86,6 +86,8 @@ SELECT pg_temp.take_snapshot('ratelimit', 'updated above');
 -- none.
 SELECT * FROM pg_temp.fresh_vs_upgraded('ratelimit');
 SELECT * FROM pg_temp.snapshot_differences('updated above', 'fresh');
+-- Every member of the extension has its COMMENT ON.
+SELECT * FROM pg_temp.members_without_comment('ratelimit');
 -- Every starting point was compared (a version, or an update script its
 -- version's path to the default one skips), and the snapshots are not empty.
 SELECT (SELECT count(*) FROM pg_temp.starting_points('ratelimit')) =

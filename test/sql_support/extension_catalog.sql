@@ -331,6 +331,26 @@ SELECT * FROM (
 ORDER BY d.object, d.property, d.only_in, d.value
 $$;
 
+-- The members of the installed extension with no comment (COMMENT ON is
+-- every object's documentation): none. Types PostgreSQL makes for another
+-- object (a table's or view's row type, an array type), which PostgreSQL 17
+-- lists as members too, are documented by that object.
+CREATE FUNCTION pg_temp.members_without_comment(extension name)
+RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+SELECT pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)
+FROM pg_catalog.pg_depend AS d
+JOIN pg_catalog.pg_extension AS e ON e.oid = d.refobjid AND e.extname = extension
+LEFT JOIN pg_catalog.pg_type AS t ON d.classid = 'pg_catalog.pg_type'::regclass AND t.oid = d.objid
+LEFT JOIN pg_catalog.pg_class AS r ON r.oid = t.typrelid
+WHERE d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.deptype = 'e'
+  AND NOT (t.oid IS NOT NULL AND (coalesce(r.relkind <> 'c', false)
+           OR EXISTS (SELECT FROM pg_catalog.pg_type AS elem WHERE elem.typarray = t.oid)
+           OR EXISTS (SELECT FROM pg_catalog.pg_range AS range WHERE range.rngmultitypid = t.oid)))
+  AND pg_catalog.obj_description(d.objid, d.classid::regclass::text::name) IS NULL
+ORDER BY 1
+$$;
+
 -- Every release an install can start from: each version PostgreSQL offers but
 -- the default one (CREATE EXTENSION ... VERSION installs it from its own
 -- script, or from an installable version through update scripts), and each
