@@ -45,7 +45,9 @@
 #     means less than one token was left, so at least 200 were taken), and
 #     the one partition that owns the key holds its row, emptied.
 # Then resharding (docs/scale-out.md) from 2 to 4 partitions in the main
-# cluster: every limit keeps its state, on its own partition. Upgrades
+# cluster: every limit keeps its state, on its own partition. The router's
+# schema: a fresh ratelimit_proxy (its complete script) is, object by object,
+# the router updated from every release (run_fresh_vs_upgraded). Upgrades
 # with mixed versions, from 0.4.0 and from 0.7.0: a ratelimit_proxy router
 # of that release over partitions at ratelimit of that release and at this
 # tree's version works, and after the partitions and then the router are
@@ -378,6 +380,48 @@ SQL
     "4|41|4|41|41" "$(echo "$rows" | sed -n 1p)"
   check "resharding 2 -> 4: every key's value through the router (its defined config, copied too)" \
     "40" "$(echo "$rows" | sed -n 2p)"
+}
+
+# The router's schema, in a database of its own: the ratelimit_proxy releases
+# PostgreSQL offers are the tree's (sql/ratelimit_proxy--*.sql and the control
+# file), and a fresh install (the default version's complete script) has, object
+# by object, the catalog of the router installed at every release and updated
+# (test/sql_support/extension_catalog.sql, as sql/upgrade.sql does for
+# ratelimit); every member has its comment; a comment, a privilege and a
+# function body planted in the fresh one are each found.
+run_fresh_vs_upgraded() {
+  local db=router_releases out
+  psql_in -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+  out=$(psql_in -At -F ' | ' -d "$db" -v files="$(cd sql && md5sum ratelimit_proxy--*.sql)" \
+    -v control="$(cat ratelimit_proxy.control)" 2>&1 <<'SQL'
+CREATE EXTENSION plproxy;
+\i test/sql_support/extension_catalog.sql
+SELECT 'problem', p FROM pg_temp.release_files_problems('ratelimit_proxy', :'files', :'control') AS p;
+SELECT 'difference', d.* FROM pg_temp.fresh_vs_upgraded('ratelimit_proxy') AS d;
+SELECT 'uncommented', m FROM pg_temp.members_without_comment('ratelimit_proxy') AS m;
+SELECT 'compared', count(*) = (SELECT count(DISTINCT snapshot) FROM pg_temp.catalog_snapshots WHERE snapshot LIKE 'from %'),
+       count(*) >= 4
+FROM pg_temp.starting_points('ratelimit_proxy');
+SELECT 'planted',
+  pg_temp.planted_difference_found('ratelimit_proxy', 'COMMENT ON FUNCTION ratelimit_hash(text, text) IS NULL',
+                                   'function ratelimit_hash(text,text)', 'comment'),
+  pg_temp.planted_difference_found('ratelimit_proxy', 'GRANT EXECUTE ON FUNCTION ratelimit_proxy_define(text, jsonb) TO PUBLIC',
+                                   'function ratelimit_proxy_define(text,jsonb)', 'privileges'),
+  pg_temp.planted_difference_found('ratelimit_proxy',
+    'CREATE OR REPLACE FUNCTION ratelimit_cleanup() RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RETURN 0; END $$',
+    'function ratelimit_cleanup()', 'source');
+SQL
+  ) || { echo "$out"; check "the router's schema: the comparison ran" "exit 0" "failed"; return; }
+  # A difference's value (a function's definition) spans lines: print it all.
+  grep -qE '^(problem|difference) ' <<<"$out" && echo "$out"
+  check "the router's schema: PostgreSQL offers the tree's releases, the default one with its complete script" \
+    "" "$(grep '^problem ' <<<"$out" || true)"
+  check "the router's schema: a fresh ratelimit_proxy $ROUTER_VERSION is the router updated from every release" \
+    "" "$(grep '^difference ' <<<"$out" || true)"
+  check "the router's schema: every member has its COMMENT ON" "" "$(grep '^uncommented ' <<<"$out" || true)"
+  check "the router's schema: every release compared" "compared | t | t" "$(grep '^compared ' <<<"$out" || true)"
+  check "the router's schema: a planted comment, privilege and body are each found" "planted | t | t | t" \
+    "$(grep '^planted ' <<<"$out" || true)"
 }
 
 # An upgrade with mixed versions, in the main cluster, from release $1:
@@ -1057,6 +1101,9 @@ run_transport_failures
 
 say "resharding: 2 partitions doubled to 4 (docs/scale-out.md)"
 run_reshard
+
+say "the router's schema: a fresh ratelimit_proxy against the router updated from every release"
+run_fresh_vs_upgraded
 
 for old in $OLD_VERSION $PREVIOUS_VERSION; do
   say "upgrade with mixed versions: a ratelimit_proxy $old router over ratelimit $old and $API_VERSION partitions"

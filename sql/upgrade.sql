@@ -1,8 +1,9 @@
 -- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to
--- the default version (through 0.5.0, 0.6.0, 0.7.0, 0.8.0, 0.9.0 and 0.10.0), and from 0.2.0
--- straight to it:
--- state and definitions survive, the new objects appear, and the result
--- matches a fresh install.
+-- the default version (through every later release): state and definitions
+-- survive, the new objects appear and work. Then the catalog: a fresh
+-- install (the default version's complete script) is, object by object,
+-- the install updated from every release, and the comparison is shown to
+-- see each kind of difference it claims to.
 SET timezone = 'UTC';
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 DROP EXTENSION ratelimit;
@@ -45,7 +46,8 @@ SELECT ok, remaining FROM ratelimit_limit('up-tb', 'u', '{"kind": "token bucket"
 SELECT ok, remaining FROM ratelimit_limit('up-inline', 'u', '{"kind": "fixed window", "rate": 5, "period": "1 hour"}');
 -- 0.4.0 -> the default version: overrides, shadow mode, stats (0.5.0).
 ALTER EXTENSION ratelimit UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT e.extversion = a.default_version AS at_default_version
+FROM pg_extension AS e JOIN pg_available_extensions AS a ON a.name = e.extname WHERE e.extname = 'ratelimit';
 SELECT name, key, value, prev FROM ratelimit_state WHERE name LIKE 'up%' ORDER BY name, key;
 -- Each keeps its state under its own kind.
 SELECT ok, remaining FROM ratelimit_limit('up', 'u');
@@ -69,51 +71,98 @@ SELECT error_state, error_message FROM ratelimit_proxy_refund('up', 'u', -1, NUL
 SELECT error_state FROM ratelimit_proxy_define('up', '{"kind": "token bucket", "rate": 0, "period": 1}');
 -- 0.7.0 -> 0.8.0: the simulator.
 SELECT ok, remaining, retry_after FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-01, 2026-01-01}');
--- The upgraded schema matches a fresh install. (A SQL function's body is
--- parsed when called, so this listing does not depend on the extension.)
-CREATE FUNCTION pg_temp.extension_objects() RETURNS SETOF text LANGUAGE sql AS $$
-SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') -> ' || pg_get_function_result(p.oid)
-       || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '')
-       || ' public=' || has_function_privilege('public', p.oid, 'EXECUTE')
-       || ' commented=' || (obj_description(p.oid, 'pg_proc') IS NOT NULL)
-FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
-JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'ratelimit'
-UNION ALL
-SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull
-FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status', 'ratelimit_override', 'ratelimit_stats')
-  AND c.relnamespace = 'public'::regnamespace
-UNION ALL
-SELECT c.relname || ' relkind=' || c.relkind::text || ' replident=' || c.relreplident::text || ' public_select=' || has_table_privilege('public', c.oid, 'SELECT')
-       || ' commented=' || (obj_description(c.oid, 'pg_class') IS NOT NULL)
-FROM pg_class c WHERE c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_status', 'ratelimit_override', 'ratelimit_stats')
-  AND c.relnamespace = 'public'::regnamespace
-UNION ALL
-SELECT i.indexrelid::regclass::text || ' ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
-JOIN pg_class c ON c.oid = i.indrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_override')
-UNION ALL
-SELECT 'trigger ' || t.tgname || ' on ' || t.tgrelid::regclass::text || ' commented=' || (obj_description(t.oid, 'pg_trigger') IS NOT NULL)
-FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid AND c.relname IN ('ratelimit_state', 'ratelimit_definition', 'ratelimit_override')
-WHERE NOT t.tgisinternal
-UNION ALL
-SELECT 'dumped ' || unnest(e.extconfig)::regclass::text FROM pg_extension e WHERE e.extname = 'ratelimit'
-$$;
-CREATE TEMP TABLE upgraded AS SELECT object FROM pg_temp.extension_objects() AS object;
-SELECT object FROM upgraded ORDER BY 1;
-DROP EXTENSION ratelimit;
-CREATE EXTENSION ratelimit;
-SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
--- Both differences must be empty.
-SELECT 'only upgraded' AS side, object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d
-UNION ALL
-SELECT 'only fresh', object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d;
--- A fresh 0.2.0 updated straight to the default version matches too.
-DROP EXTENSION ratelimit;
-CREATE EXTENSION ratelimit VERSION '0.2.0';
-ALTER EXTENSION ratelimit UPDATE;
-SELECT 'only updated' AS side, object FROM (SELECT pg_temp.extension_objects() AS object EXCEPT SELECT object FROM upgraded) d
-UNION ALL
-SELECT 'only fresh', object FROM (SELECT object FROM upgraded EXCEPT SELECT pg_temp.extension_objects() AS object) d;
-DROP EXTENSION ratelimit;
-CREATE EXTENSION ratelimit;
+-- The catalog (test/sql_support/extension_catalog.sql): the install updated
+-- above, with its state, is saved as a snapshot; then the extension is
+-- installed fresh and from every release PostgreSQL offers, and each is
+-- compared with the fresh one object by object. What PostgreSQL offers is
+-- first checked against the tree: its sql/ratelimit--*.sql files and its
+-- control file, and the default version must have a complete script.
+\i test/sql_support/extension_catalog.sql
+\set release_files `cd sql && md5sum ratelimit--*.sql`
+\set control_file `cat ratelimit.control`
+SELECT * FROM pg_temp.release_files_problems('ratelimit', :'release_files', :'control_file');
+SELECT pg_temp.take_snapshot('ratelimit', 'updated above');
+-- Every difference between a fresh install and one updated from a release:
+-- none.
+SELECT * FROM pg_temp.fresh_vs_upgraded('ratelimit');
+SELECT * FROM pg_temp.snapshot_differences('updated above', 'fresh');
+-- Every member of the extension has its COMMENT ON.
+SELECT * FROM pg_temp.members_without_comment('ratelimit');
+-- Every starting point was compared (a version, or an update script its
+-- version's path to the default one skips), and the snapshots are not empty.
+SELECT (SELECT count(*) FROM pg_temp.starting_points('ratelimit')) =
+       (SELECT count(DISTINCT snapshot) FROM pg_temp.catalog_snapshots WHERE snapshot LIKE 'from %') AS every_release,
+       (SELECT count(*) FROM pg_temp.starting_points('ratelimit')) >= 9 AS nine_or_more,
+       (SELECT min(n) FROM (SELECT count(*) AS n FROM pg_temp.catalog_snapshots GROUP BY snapshot) AS s) > 1000 AS whole_catalogs;
+-- The comparison sees what it compares: each change below, planted in the
+-- fresh install (in a subtransaction, rolled back), makes the named
+-- property of the named object differ from the fresh snapshot.
+SELECT p.plant, pg_temp.planted_difference_found('ratelimit', p.statement, p.object, p.property) AS found
+FROM (VALUES
+    ('comment', 'COMMENT ON FUNCTION ratelimit_limit(text, text, jsonb, double precision, boolean, boolean) IS ''planted''',
+     'function ratelimit_limit(text,text,jsonb,double precision,boolean,boolean)', 'comment'),
+    ('column comment', 'COMMENT ON COLUMN ratelimit_state.idle_at IS NULL', 'column idle_at of table ratelimit_state', 'comment'),
+    ('type comment', 'COMMENT ON TYPE ratelimit_result IS NULL', 'type ratelimit_result', 'comment'),
+    ('trigger comment', 'COMMENT ON TRIGGER ratelimit_overrides_changed ON ratelimit_override IS NULL',
+     'trigger ratelimit_overrides_changed on table ratelimit_override', 'comment'),
+    ('function privileges', 'GRANT EXECUTE ON FUNCTION ratelimit_reset(text, text) TO PUBLIC', 'function ratelimit_reset(text,text)', 'privileges'),
+    ('view privileges', 'REVOKE SELECT ON ratelimit_stats FROM PUBLIC', 'view ratelimit_stats', 'privileges'),
+    ('column privileges', 'GRANT SELECT (name) ON ratelimit_state TO PUBLIC', 'column name of table ratelimit_state', 'privileges'),
+    ('type privileges', 'REVOKE USAGE ON TYPE ratelimit_result FROM PUBLIC', 'type ratelimit_result', 'privileges'),
+    ('schema privileges', 'GRANT CREATE ON SCHEMA public TO PUBLIC', 'schema public', 'privileges'),
+    ('initial privileges', 'DELETE FROM pg_init_privs WHERE objoid = ''ratelimit_state''::regclass AND classoid = ''pg_class''::regclass',
+     'table ratelimit_state', 'initial privileges'),
+    ('default privileges', 'CREATE ROLE regress_ratelimit_planted; ALTER DEFAULT PRIVILEGES FOR ROLE regress_ratelimit_planted REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC',
+     'default privileges on f of role regress_ratelimit_planted in every schema', 'privileges'),
+    ('owner', 'CREATE ROLE regress_ratelimit_planted; ALTER TYPE ratelimit_result OWNER TO regress_ratelimit_planted', 'type ratelimit_result', 'owner'),
+    ('search_path', 'ALTER FUNCTION ratelimit_cleanup() SET search_path = public', 'function ratelimit_cleanup()', 'settings'),
+    ('security definer', 'ALTER FUNCTION ratelimit_cleanup() SECURITY DEFINER', 'function ratelimit_cleanup()', 'security definer'),
+    ('volatility', 'ALTER FUNCTION ratelimit_cleanup() STABLE', 'function ratelimit_cleanup()', 'volatility'),
+    ('parallel', 'ALTER FUNCTION ratelimit_cleanup() PARALLEL RESTRICTED', 'function ratelimit_cleanup()', 'parallel'),
+    ('strict', 'ALTER FUNCTION ratelimit_cleanup() STRICT', 'function ratelimit_cleanup()', 'strict'),
+    ('leakproof', 'ALTER FUNCTION ratelimit_cleanup() LEAKPROOF', 'function ratelimit_cleanup()', 'leakproof'),
+    ('cost', 'ALTER FUNCTION ratelimit_cleanup() COST 2', 'function ratelimit_cleanup()', 'cost'),
+    ('rows', 'ALTER FUNCTION ratelimit_value(text, text, jsonb) ROWS 2', 'function ratelimit_value(text,text,jsonb)', 'rows'),
+    ('function definition', 'ALTER FUNCTION ratelimit_cleanup() SECURITY DEFINER', 'function ratelimit_cleanup()', 'definition'),
+    ('entry point', 'CREATE OR REPLACE FUNCTION ratelimit_cleanup() RETURNS bigint AS ''$libdir/ratelimit'', ''ratelimit_cleanup'' LANGUAGE C',
+     'function ratelimit_cleanup()', 'source'),
+    ('argument default', 'CREATE OR REPLACE FUNCTION ratelimit_reset(name text, key text DEFAULT ''planted'') RETURNS boolean AS ''$libdir/ratelimit'', ''ratelimit_reset_invoker'' LANGUAGE C',
+     'function ratelimit_reset(text,text)', 'argument defaults'),
+    ('plpgsql body', 'CREATE OR REPLACE FUNCTION ratelimit_proxy_define(name text, config jsonb) RETURNS TABLE (error_state text, error_message text, error_detail text, error_hint text) LANGUAGE plpgsql ROWS 1 AS $$ BEGIN RETURN NEXT; END $$',
+     'function ratelimit_proxy_define(text,jsonb)', 'source'),
+    ('column default', 'ALTER TABLE ratelimit_state ALTER COLUMN shard SET DEFAULT 1', 'column shard of table ratelimit_state', 'default'),
+    ('not null', 'ALTER TABLE ratelimit_state ALTER COLUMN prev SET NOT NULL', 'column prev of table ratelimit_state', 'not null'),
+    ('column type', 'ALTER TABLE ratelimit_override ALTER COLUMN config TYPE json', 'column config of table ratelimit_override', 'type'),
+    ('collation', 'ALTER TABLE ratelimit_definition ALTER COLUMN name TYPE text COLLATE "POSIX"',
+     'column name of table ratelimit_definition', 'collation'),
+    ('identity', 'ALTER TABLE ratelimit_state ALTER COLUMN shard DROP DEFAULT, ALTER COLUMN shard ADD GENERATED BY DEFAULT AS IDENTITY',
+     'column shard of table ratelimit_state', 'identity'),
+    ('generated column', 'ALTER TABLE ratelimit_state ADD COLUMN planted integer GENERATED ALWAYS AS (1) STORED',
+     'column planted of table ratelimit_state', 'generated'),
+    ('constraint', 'ALTER TABLE ratelimit_state DROP CONSTRAINT ratelimit_state_shard_check, ADD CONSTRAINT ratelimit_state_shard_check CHECK (shard >= 1)',
+     'constraint ratelimit_state_shard_check on table ratelimit_state', 'definition'),
+    ('index', 'CREATE INDEX planted ON ratelimit_state (ts)', 'index planted', 'index definition'),
+    ('index options', 'ALTER INDEX ratelimit_state_global SET (fillfactor = 50)', 'index ratelimit_state_global', 'options'),
+    ('trigger', 'CREATE TRIGGER planted AFTER DELETE ON ratelimit_state FOR EACH STATEMENT EXECUTE FUNCTION ratelimit_definitions_changed()',
+     'trigger planted on table ratelimit_state', 'definition'),
+    ('trigger enabled', 'ALTER TABLE ratelimit_definition DISABLE TRIGGER ratelimit_definitions_changed',
+     'trigger ratelimit_definitions_changed on table ratelimit_definition', 'enabled'),
+    ('view definition', 'DO $$ BEGIN EXECUTE format(''CREATE OR REPLACE VIEW ratelimit_stats AS %s LIMIT ALL'', rtrim(pg_get_viewdef(''ratelimit_stats''), '';'')); END $$',
+     'view ratelimit_stats', 'view definition'),
+    ('view options', 'ALTER VIEW ratelimit_status SET (security_barrier = true)', 'view ratelimit_status', 'options'),
+    ('type attribute', 'ALTER TYPE ratelimit_result ADD ATTRIBUTE planted integer', 'column planted of composite type ratelimit_result', 'type'),
+    ('policy', 'CREATE POLICY planted ON ratelimit_state USING (true)', 'policy planted on table ratelimit_state', 'definition'),
+    ('row security', 'ALTER TABLE ratelimit_state ENABLE ROW LEVEL SECURITY', 'table ratelimit_state', 'row security'),
+    ('replica identity', 'ALTER TABLE ratelimit_state REPLICA IDENTITY DEFAULT', 'table ratelimit_state', 'replica identity'),
+    ('table options', 'ALTER TABLE ratelimit_state SET (fillfactor = 50)', 'table ratelimit_state', 'options'),
+    ('member added', 'CREATE SEQUENCE planted; ALTER EXTENSION ratelimit ADD SEQUENCE planted', 'sequence planted', 'member of the extension'),
+    ('sequence', 'CREATE SEQUENCE planted; ALTER EXTENSION ratelimit ADD SEQUENCE planted; ALTER SEQUENCE planted INCREMENT 2',
+     'sequence planted', 'sequence'),
+    ('member dropped', 'ALTER EXTENSION ratelimit DROP FUNCTION ratelimit_cleanup()', 'function ratelimit_cleanup()', 'member of the extension'),
+    ('dependency', 'ALTER FUNCTION ratelimit_cleanup() DEPENDS ON EXTENSION plpgsql', 'function ratelimit_cleanup()', 'depends on'),
+    ('dump condition', 'UPDATE pg_extension SET extcondition = array_fill(''WHERE true''::text, ARRAY[cardinality(extconfig)]) WHERE extname = ''ratelimit''',
+     'extension ratelimit', 'configuration conditions'),
+    ('dumped tables', 'UPDATE pg_extension SET extconfig = (SELECT array_agg(extconfig[i] ORDER BY i DESC) FROM generate_subscripts(extconfig, 1) AS i) WHERE extname = ''ratelimit''',
+     'extension ratelimit', 'configuration tables')
+) AS p (plant, statement, object, property);
 RESET ratelimit.now;
