@@ -22,11 +22,14 @@ build_http_api
 export HTTP_API_MESSAGES_LIMIT='{"kind": "token bucket", "rate": 3, "period": "1 hour", "capacity": 3}'
 export HTTP_API_SIGNUP_LIMIT="{\"kind\": \"fixed window\", \"rate\": 3, \"period\": \"1 hour\", \"start\": $(date +%s%3N)}"
 export HTTP_API_COMPLETIONS_LIMIT='{"kind": "token bucket", "rate": 100, "period": "1 hour", "maxReserved": 100}'
+# New playground keys: a quota the playground tests reach, in a window that
+# starts now (as the sign-up limit's).
+export HTTP_API_PLAYGROUND_LIMIT="{\"kind\": \"fixed window\", \"rate\": 40, \"period\": \"1 hour\", \"start\": $(date +%s%3N)}"
 
 start_http_api_on_fresh_database ratelimit_http_e2e
 
 rc=0
-HTTP_API_E2E_PORT=$HTTP_API_PORT build-example/http_api_e2e --gtest_brief=1 || rc=$?
+HTTP_API_E2E_PORT=$HTTP_API_PORT HTTP_API_E2E_PID=$HTTP_API_PID build-example/http_api_e2e --gtest_brief=1 || rc=$?
 
 # What the service logged: each 500 it answered (one is deliberate).
 check_http_api_after_test run-e2e.sh || rc=1

@@ -15,6 +15,7 @@
 #include "options.h"
 #include "playground.h"
 #include "pool.h"
+#include "routes.h"
 #include "store.h"
 
 namespace {
@@ -66,10 +67,12 @@ int Serve(const Options& options) {
   http_api::Api api(pool, options.limiter);
   httplib::Server server;
   ConfigureServer(server, options);
-  http_api::RegisterRoutes(server, api);
+  // Before any route: every request's body is bounded from here on.
+  http_api::JsonRoutes routes(server);
+  http_api::RegisterRoutes(server, routes, api);
   // The playground calls the extension: not served without the limiter.
   http_api::Playground playground(pool);
-  if (options.limiter) http_api::RegisterPlaygroundRoutes(server, playground);
+  if (options.limiter) http_api::RegisterPlaygroundRoutes(server, routes, playground);
   int port = Bind(server, options);
   if (port < 0) {
     std::cerr << "ratelimit-http-api: cannot listen on " << options.host << ":" << options.port << std::endl;
