@@ -2,7 +2,8 @@
 # End-to-end test of the example HTTP service: builds it (build-example/),
 # creates a fresh database with the extension in the running cluster that
 # PGHOST/PGPORT/PGUSER/PGDATABASE point to (as a superuser), starts the service
-# on a free loopback port with small limits, runs test_e2e against it, and
+# on a free loopback port with small limits, runs its test (test/, built as
+# build-example/http_api_e2e) against it, and
 # stops the service and drops the database, on failure too. Exit status 0 only
 # if everything passed. scripts/test.sh runs it against its throwaway cluster.
 set -euo pipefail

@@ -289,13 +289,13 @@ describe("at 1280×900", () => {
     for (const kind of KINDS) assert.ok((await page.textContent(`.panel[data-kind="${kind}"] .tradeoff`)).length > 60);
   });
 
-  test("the fixed window's reset is a drop at the edge, not a ramp", async () => {
+  test("the fixed window's reset is a drop to 0 at the edge, not a ramp", async () => {
     const { levels } = await page.evaluate(() => window.playground.simulation.algorithms[1]);
     const used = t => 4 - levels.find(l => l.t === t).remaining;
-    // Full (the rate) just before the edge; at the edge only the new
-    // window's first request: the whole difference in one vertical step.
+    // Full (the rate) just before the edge, empty at it: the whole height
+    // in one vertical step.
     assert.equal(used(19999), 4);
-    assert.ok(used(20000) <= 1, `used at the edge: ${used(20000)}`);
+    assert.equal(used(20000), 0);
     const drop = await page.$eval('.panel[data-kind="fixed window"] svg.chart', svg => {
       const edge = svg.querySelector('line.edge[data-edge="20000"]');
       const points = svg.querySelector('[data-series="used"]').getAttribute("points").trim().split(/\s+/)
