@@ -455,8 +455,14 @@ describe("at 1280×900", () => {
       assert.match(later[kind].text, /^Blocked: retry in \d+\.\d s/);
     }
     // After the hits, ratelimit_simulate's level: the bucket refills to its
-    // capacity, the fixed window's count drops to 0 at the next edge.
+    // capacity, the fixed window's count drops to 0 at the next edge. The
+    // replay gives your hits the verdicts the real limits gave.
     const replay = await page.evaluate(() => window.playground.replay.algorithms);
+    for (const [k, kind] of KINDS.entries()) {
+      const real = (await page.evaluate(() => window.playground.hits)).filter(h => h.kind === kind).map(h => h.ok);
+      assert.deepEqual(replay[k].calls.map(c => c.ok), real, `${kind}: the replay's verdicts`);
+    }
+    assert.equal(await page.evaluate(() => window.playground.replayMismatches), 0);
     const lastHit = Math.max(...blocked.map(h => h.t));
     const bucket = replay[0].levels.filter(l => l.t > lastHit);
     assert.ok(bucket.length > 10 && bucket[bucket.length - 1].remaining === 3 && bucket[0].remaining < 1,
