@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,6 +100,25 @@ TEST(HttpApi, MessagesLimitIsPerUser) {
   ASSERT_TRUE(response) << httplib::to_string(response.error());
   EXPECT_EQ(response->status, 201) << response->body;
   EXPECT_EQ(IntHeader(response, "X-RateLimit-Remaining"), Capacity(g_service.messages_limit) - 1);
+}
+
+// The service's accept queue holds a burst of new connections: its listen
+// backlog (ss's Send-Q for a listening socket) is the kernel's somaxconn,
+// not httplib's 5 (which made the concurrent test below flaky).
+TEST(HttpApi, ListensWithTheKernelsBacklog) {
+  std::string command = "ss -ltnH 'sport = :" + std::to_string(g_service.port) + "'";
+  FILE* ss = popen(command.c_str(), "r");
+  ASSERT_NE(ss, nullptr);
+  char line[512] = "";
+  bool read = std::fgets(line, sizeof line, ss) != nullptr;
+  pclose(ss);
+  ASSERT_TRUE(read) << command << " printed nothing";
+  std::istringstream fields(line);
+  std::string state;
+  long queued = -1, backlog = -1;
+  fields >> state >> queued >> backlog;
+  EXPECT_EQ(state, "LISTEN") << line;
+  EXPECT_GE(backlog, 128) << line;
 }
 
 // Concurrent requests of one user: the limit's row lock lets exactly
