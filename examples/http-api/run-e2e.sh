@@ -13,6 +13,8 @@ source examples/http-api/service.sh
 for var in PGHOST PGPORT PGUSER PGDATABASE; do
   [ -n "${!var:-}" ] || { echo "run-e2e.sh: $var is not set (start a cluster first)" >&2; exit 2; }
 done
+# The test reads the service's listen backlog with ss.
+command -v ss >/dev/null || { echo "run-e2e.sh: ss is missing (Debian package iproute2; scripts/lib.sh installs it)" >&2; exit 2; }
 
 echo "-- building examples/http-api (build-example)"
 build_http_api
