@@ -12,7 +12,7 @@ if [ -z "${RATELIMIT_CHROOT:-}" ] || [ -z "${PG_BINDIR:-}" ]; then
 fi
 RATELIMIT_PACKAGES=(build-essential postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libpqxx-dev
                     cmake libgtest-dev pkg-config libcpp-httplib-dev nlohmann-json3-dev wrk valgrind pgbouncer
-                    postgresql-$PG_MAJOR-plproxy prometheus-postgres-exporter curl chromium)
+                    postgresql-$PG_MAJOR-plproxy prometheus-postgres-exporter curl chromium iproute2)
 
 # Installs the Debian packages the build and tests need, if any is missing.
 ensure_packages() {

@@ -2,8 +2,10 @@
 # Tests examples/prometheus: Debian's prometheus-postgres-exporter, run with
 # queries.yaml against a throwaway cluster (shared_preload_libraries =
 # 'ratelimit', so that ratelimit_stats counts on 15), exports every counter
-# of ratelimit_stats per limit name with the view's values; and alerts.yaml
-# passes `promtool check rules` and its unit tests (alerts_test.yaml).
+# of ratelimit_stats per limit name with the view's values, under names
+# `promtool check metrics` has nothing to say about (counters end in _total);
+# and alerts.yaml passes `promtool check rules` and its unit tests
+# (alerts_test.yaml).
 #
 # The cluster gets traffic in two databases that makes every counter
 # non-zero somewhere: grants, refusals, a refund (fractional tokens), a
@@ -17,7 +19,11 @@
 #   2. as a plain role with two DSNs, app1 and app2: each database's own
 #      names, labelled datname = app1 / app2;
 #   3. with a copy of queries.yaml whose granted column reads refused: the
-#      comparison must fail (the test can fail).
+#      comparison must fail (the test can fail);
+#   4. with a copy of queries.yaml with 0.10.0's names (no _total): promtool
+#      check metrics must complain (the lint can fail).
+# `promtool check metrics` must print nothing on scrapes 1 and 2, whole
+# (the exporter's own metrics too).
 # Each scrape is compared with the view as that role reads it, numerically,
 # for every row and every column of the view (the columns come from the
 # catalog: a counter the file does not export fails).
@@ -101,7 +107,23 @@ promtool_path() {
   echo "$cache/promtool"
 }
 
+# promtool check metrics on a whole scrape ($1): it must print nothing
+# (Prometheus's naming conventions: counters end in _total, HELP on every
+# metric, ...).
+lint_scrape() {
+  local out rc=0
+  [ -n "${PROMTOOL:-}" ] || { echo "FAIL: no promtool to check $1" >&2; return 1; }
+  out=$("$PROMTOOL" check metrics <"$1" 2>&1) || rc=$?
+  if [ $rc -ne 0 ] || [ -n "$out" ]; then
+    echo "$out"
+    echo "FAIL: promtool check metrics on $(basename "$1") (exit $rc)" >&2
+    return 1
+  fi
+  echo "ok - promtool check metrics prints nothing on $(basename "$1") ($(grep -c '^# HELP' "$1") metrics)"
+}
+
 echo "== alerts.yaml: promtool check rules, promtool test rules alerts_test.yaml"
+PROMTOOL=""
 if PROMTOOL=$(promtool_path); then
   "$PROMTOOL" --version 2>&1 | head -1
   (cd "$EXAMPLES" && "$PROMTOOL" check rules alerts.yaml && "$PROMTOOL" test rules alerts_test.yaml) || failed=1
@@ -252,6 +274,8 @@ echo "== 1. as a pg_monitor role in app1: every database's counters, summed per 
 view_rows metrics_monitor app1 >"$DIR/monitor.json"
 if scrape "$DIR/queries.yaml" "$DSN user=metrics_monitor dbname=app1" "$DIR/monitor.metrics"; then
   "${CHECK[@]}" "$DIR/monitor.metrics" "$CLUSTER_DIR/columns.json" "=$DIR/monitor.json" --require-nonzero || failed=1
+  lint_scrape "$DIR/monitor.metrics" || failed=1
+  grep '^# HELP ratelimit_stats_' "$DIR/monitor.metrics"
   python3 -c 'import json, sys; rows = json.load(open(sys.argv[1])); sys.exit(0 if any(r["name"] is None for r in rows) else 1)' \
     "$DIR/monitor.json" || { echo "FAIL: the traffic made no overflow row" >&2; failed=1; }
   grep '^ratelimit_stats_granted' "$DIR/monitor.metrics"
@@ -264,16 +288,17 @@ view_rows metrics_plain app1 >"$DIR/app1.json"
 view_rows metrics_plain app2 >"$DIR/app2.json"
 if scrape "$DIR/queries.yaml" "$DSN user=metrics_plain dbname=app1,$DSN user=metrics_plain dbname=app2" "$DIR/plain.metrics"; then
   "${CHECK[@]}" "$DIR/plain.metrics" "$CLUSTER_DIR/columns.json" "app1=$DIR/app1.json" "app2=$DIR/app2.json" || failed=1
+  lint_scrape "$DIR/plain.metrics" || failed=1
   grep '^ratelimit_stats_refused' "$DIR/plain.metrics"
 else
   failed=1
 fi
 
 echo "== 3. a queries file whose granted reads refused: the comparison must fail"
-sed 's/^\( *\)granted,$/\1refused AS granted,/' "$EXAMPLES/queries.yaml" >"$DIR/wrong.yaml"
+sed 's/^\( *\)granted AS granted_total,$/\1refused AS granted_total,/' "$EXAMPLES/queries.yaml" >"$DIR/wrong.yaml"
 chmod 644 "$DIR/wrong.yaml"
 if cmp -s "$EXAMPLES/queries.yaml" "$DIR/wrong.yaml"; then
-  echo "FAIL: could not make the wrong queries file (no line 'granted,' in queries.yaml)" >&2
+  echo "FAIL: could not make the wrong queries file (no line 'granted AS granted_total,' in queries.yaml)" >&2
   failed=1
 elif scrape "$DIR/wrong.yaml" "$DSN user=metrics_monitor dbname=app1" "$DIR/wrong.metrics"; then
   rc=0
@@ -283,6 +308,27 @@ elif scrape "$DIR/wrong.yaml" "$DSN user=metrics_monitor dbname=app1" "$DIR/wron
   else
     cat "$DIR/wrong.out"
     echo "FAIL: the comparison did not catch granted reading refused (exit $rc)" >&2
+    failed=1
+  fi
+else
+  failed=1
+fi
+
+echo "== 4. 0.10.0's names (counters without _total): promtool check metrics must complain"
+sed 's/^\( *\)\([a-z_]*\) AS \2_total,$/\1\2,/; s/^\( *\)- \([a-z_]*\)_total:$/\1- \2:/' "$EXAMPLES/queries.yaml" >"$DIR/old-names.yaml"
+chmod 644 "$DIR/old-names.yaml"
+if ! grep -q '^ *granted,$' "$DIR/old-names.yaml"; then
+  echo "FAIL: could not make the old-names queries file" >&2
+  failed=1
+elif [ -z "${PROMTOOL:-}" ]; then
+  failed=1
+elif scrape "$DIR/old-names.yaml" "$DSN user=metrics_monitor dbname=app1" "$DIR/old-names.metrics"; then
+  "$PROMTOOL" check metrics <"$DIR/old-names.metrics" >"$DIR/old-names.lint" 2>&1 || true
+  if grep -q 'ratelimit_stats_granted counter metrics should have "_total" suffix' "$DIR/old-names.lint"; then
+    echo "ok - promtool complains: $(grep -c '_total" suffix' "$DIR/old-names.lint") counters without _total"
+  else
+    cat "$DIR/old-names.lint"
+    echo "FAIL: promtool check metrics did not flag 0.10.0's counter names" >&2
     failed=1
   fi
 else

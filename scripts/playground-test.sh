@@ -36,9 +36,9 @@ fi
 
 start_http_api_on_fresh_database ratelimit_playground_test
 
-screenshot=$PWD/build-example/playground.png
+shots=$PWD/build-example
 rc=0
-(cd "$tests" && PLAYGROUND_URL="http://127.0.0.1:$HTTP_API_PORT" PLAYGROUND_SCREENSHOT="$screenshot" \
+(cd "$tests" && PLAYGROUND_URL="http://127.0.0.1:$HTTP_API_PORT" PLAYGROUND_SCREENSHOT_DIR="$shots" \
   CHROMIUM="$CHROMIUM" node --test-reporter=spec playground.test.js) || rc=$?
 
 check_http_api_after_test playground-test.sh || rc=1

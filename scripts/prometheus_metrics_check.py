@@ -7,8 +7,9 @@ the exporter's role (scripts/metrics-test.sh).
 
 METRICS: the scrape (Prometheus text format 0.0.4). COLUMNS: a JSON array of
 the view's column names, from the catalog: every column but name and
-stats_reset is a counter, exported as ratelimit_stats_<column>; stats_reset
-is ratelimit_stats_reset_time_seconds. Each SOURCE is DATNAME=ROWS.json: the
+stats_reset is exported, a counter as ratelimit_stats_<column>_total and the
+gauge tokens_granted as ratelimit_stats_tokens_granted; stats_reset is
+ratelimit_stats_reset_time_seconds. Each SOURCE is DATNAME=ROWS.json: the
 view's rows (a JSON array of objects, with reset_epoch = extract(epoch FROM
 stats_reset)) as one DSN of the exporter reads them, whose series must carry
 datname = DATNAME (empty: no datname label, as for a pg_read_all_stats
@@ -79,7 +80,7 @@ def main(argv):
         print("FAIL: the view has no name or stats_reset column: %s" % columns)
         return 2
     counters = [c for c in columns if c not in ("name", "stats_reset")]
-    families = {PREFIX + c: c for c in counters}
+    families = {PREFIX + c + ("" if c in GAUGES else "_total"): c for c in counters}
     families[PREFIX + "reset_time_seconds"] = "reset_epoch"
 
     # What the view says: (datname, name) -> row.

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "routes.h"
 #include "store.h"
 
 namespace http_api {
@@ -30,11 +31,12 @@ constexpr char kInvalidParameterValue[] = "22023";
 std::string RequireString(const json& request, const char* name, std::size_t max_bytes) {
   auto field = request.find(name);
   if (field == request.end() || !field->is_string())
-    throw BadRequest(std::string("field \"") + name + "\" must be a string");
+    throw BadRequest(std::string("field \"") + name + "\" must be a string", name);
   const std::string& value = field->get_ref<const std::string&>();
   if (value.empty() || value.size() > max_bytes || value.find('\0') != std::string::npos)
     throw BadRequest(std::string("field \"") + name + "\" must be 1 to " + std::to_string(max_bytes) +
-                     " bytes without NUL");
+                         " bytes without NUL",
+                     name);
   return value;
 }
 
@@ -42,14 +44,15 @@ std::string RequireString(const json& request, const char* name, std::size_t max
 int RequireCount(const json& request, const char* name, std::int64_t max) {
   auto field = request.find(name);
   if (field == request.end() || !field->is_number_integer() || *field < 1 || *field > max)
-    throw BadRequest(std::string("field \"") + name + "\" must be an integer from 1 to " +
-                     std::to_string(max));
+    throw BadRequest(
+        std::string("field \"") + name + "\" must be an integer from 1 to " + std::to_string(max), name);
   return field->get<int>();
 }
 
 std::string RequireEmail(const json& request) {
   std::string email = RequireString(request, "email", kMaxEmailBytes);
-  if (email.find('@') == std::string::npos) throw BadRequest("field \"email\" must be an email address");
+  if (email.find('@') == std::string::npos)
+    throw BadRequest("field \"email\" must be an email address", "email");
   return email;
 }
 
@@ -137,7 +140,9 @@ Reply Api::PostCompletion(const json& request) {
         verdict = LimitCompletion(tx, user, tokens);
       } catch (const pqxx::sql_error& e) {
         if (e.sqlstate() != kInvalidParameterValue) throw;
-        return ErrorReply(400, "field \"tokens\" is more than the limit can ever grant");
+        Reply reply = ErrorReply(400, "field \"tokens\" is more than the limit can ever grant");
+        reply.body["field"] = "tokens";
+        return reply;
       }
       if (!verdict->ok) return Refused(*verdict);
     }
@@ -159,48 +164,10 @@ Reply Api::Health() {
   });
 }
 
-namespace {
-
-// The request body as a JSON object, or BadRequest.
-json ParseBody(const std::string& body) {
-  json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded()) throw BadRequest("malformed JSON");
-  if (!request.is_object()) throw BadRequest("the body must be a JSON object");
-  return request;
-}
-
-// The endpoint's reply. Bad input is a 400; any other failure is logged and
-// answered `on_failure`, so that no request can take the server down.
-Reply Answer(const httplib::Request& http, const std::function<Reply()>& endpoint, const Reply& on_failure) {
-  try {
-    return endpoint();
-  } catch (const BadRequest& e) {
-    return ErrorReply(400, e.what());
-  } catch (const std::exception& e) {
-    std::cerr << http.method << " " << http.path << ": " << e.what() << std::endl;
-    return on_failure;
-  }
-}
-
-void Write(const Reply& reply, httplib::Response& response) {
-  response.status = reply.status;
-  for (const auto& [name, value] : reply.headers) response.set_header(name, value);
-  response.set_content(reply.body.dump(), "application/json");
-}
-
-}  // namespace
-
-httplib::Server::Handler JsonPost(std::function<Reply(const json&)> endpoint) {
-  return [endpoint = std::move(endpoint)](const httplib::Request& http, httplib::Response& response) {
-    auto answer = [&] { return endpoint(ParseBody(http.body)); };
-    Write(Answer(http, answer, ErrorReply(500, "internal error")), response);
-  };
-}
-
-void RegisterRoutes(httplib::Server& server, Api& api) {
-  server.Post("/messages", JsonPost([&api](const json& request) { return api.PostMessage(request); }));
-  server.Post("/signup", JsonPost([&api](const json& request) { return api.PostSignup(request); }));
-  server.Post("/completions", JsonPost([&api](const json& request) { return api.PostCompletion(request); }));
+void RegisterRoutes(httplib::Server& server, JsonRoutes& routes, Api& api) {
+  routes.Post("/messages", [&api](const json& request) { return api.PostMessage(request); });
+  routes.Post("/signup", [&api](const json& request) { return api.PostSignup(request); });
+  routes.Post("/completions", [&api](const json& request) { return api.PostCompletion(request); });
   server.Get("/healthz", [&api](const httplib::Request& http, httplib::Response& response) {
     auto answer = [&] { return api.Health(); };
     Write(Answer(http, answer, ErrorReply(503, "database unavailable")), response);

@@ -25,10 +25,16 @@ struct Reply {
   Headers headers;
 };
 
-// Input the client must fix: answered 400 with the message.
+// Input the client must fix: answered 400 {"error": message, "field": field},
+// "field" naming the request's field at fault when there is one.
 class BadRequest : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit BadRequest(const std::string& message, std::string field = "")
+      : std::runtime_error(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
 };
 
 class Api {
@@ -63,13 +69,11 @@ Reply ErrorReply(int status, const std::string& message);
 // consumption included. A connection that broke is dropped from the pool.
 Reply InTransaction(ConnectionPool& pool, const std::function<Reply(pqxx::work&)>& work);
 
-// A POST handler taking a JSON object: 400 for malformed JSON, a body that is
-// not an object or a BadRequest thrown by `endpoint`; 500 (logged to stderr)
-// for any other failure.
-httplib::Server::Handler JsonPost(std::function<Reply(const nlohmann::json&)> endpoint);
+class JsonRoutes;
 
-// Routes the endpoints of `api` on `server`. Every answer is JSON: 400 for
-// bad input, 500 (logged to stderr) for any other failure; 429 when limited.
-void RegisterRoutes(httplib::Server& server, Api& api);
+// Routes the endpoints of `api`: the POST ones through `routes`, GET /healthz
+// on `server`. Every answer is JSON: 400 for bad input, 413 for a body over
+// the bound, 500 (logged to stderr) for any other failure; 429 when limited.
+void RegisterRoutes(httplib::Server& server, JsonRoutes& routes, Api& api);
 
 }  // namespace http_api

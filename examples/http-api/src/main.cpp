@@ -1,8 +1,10 @@
 // ratelimit-http-api: an example HTTP service whose endpoints are rate
 // limited by the ratelimit extension, in the transaction that does the work.
 // See README.md for the endpoints and flags.
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <functional>
@@ -15,6 +17,7 @@
 #include "options.h"
 #include "playground.h"
 #include "pool.h"
+#include "routes.h"
 #include "store.h"
 
 namespace {
@@ -43,10 +46,36 @@ void StopOnSignal(httplib::Server& server) {
   server.stop();
 }
 
+// The port a socket is bound to, or -1 if it is no listening TCP socket.
+int ListeningPort(int fd) {
+  int listening = 0;
+  socklen_t size = sizeof listening;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || !listening) return -1;
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return -1;
+  if (address.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  return -1;
+}
+
+// Debian's cpp-httplib is a compiled library: its listen() keeps httplib's
+// backlog of 5 whatever CPPHTTPLIB_LISTEN_BACKLOG our files see, and a burst
+// of new connections (the end-to-end test's concurrent requests, a
+// benchmark's clients) overflows that accept queue. listen() again on the
+// bound socket sets the backlog (Linux takes it for a listening socket); the
+// socket is the one listening on our port.
+void RaiseListenBacklog(int port) {
+  for (int fd = 0; fd < 1024; ++fd)
+    if (ListeningPort(fd) == port) listen(fd, SOMAXCONN);
+}
+
 // Binds the listening socket; the port, or -1.
 int Bind(httplib::Server& server, const Options& options) {
-  if (options.port == 0) return server.bind_to_any_port(options.host);
-  return server.bind_to_port(options.host, options.port) ? options.port : -1;
+  int port = options.port == 0 ? server.bind_to_any_port(options.host)
+                               : (server.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port > 0) RaiseListenBacklog(port);
+  return port;
 }
 
 void ConfigureServer(httplib::Server& server, const Options& options) {
@@ -66,10 +95,12 @@ int Serve(const Options& options) {
   http_api::Api api(pool, options.limiter);
   httplib::Server server;
   ConfigureServer(server, options);
-  http_api::RegisterRoutes(server, api);
+  // Before any route: every request's body is bounded from here on.
+  http_api::JsonRoutes routes(server);
+  http_api::RegisterRoutes(server, routes, api);
   // The playground calls the extension: not served without the limiter.
   http_api::Playground playground(pool);
-  if (options.limiter) http_api::RegisterPlaygroundRoutes(server, playground);
+  if (options.limiter) http_api::RegisterPlaygroundRoutes(server, routes, playground);
   int port = Bind(server, options);
   if (port < 0) {
     std::cerr << "ratelimit-http-api: cannot listen on " << options.host << ":" << options.port << std::endl;

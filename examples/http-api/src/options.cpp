@@ -66,6 +66,9 @@ const Flag kFlags[] = {
     {"completions-limit", "HTTP_API_COMPLETIONS_LIMIT",
      "config of the per-user token limit of POST /completions", true,
      [](Options& o, const std::string& v) { o.completions_limit = ParseLimit(v, "--completions-limit"); }},
+    {"playground-limit", "HTTP_API_PLAYGROUND_LIMIT",
+     "config of the service's limit on new playground keys (each lives an hour)", true,
+     [](Options& o, const std::string& v) { o.playground_limit = ParseLimit(v, "--playground-limit"); }},
     {"help", nullptr, "print this help", false, [](Options& o, const std::string&) { o.help = true; }},
 };
 
@@ -127,7 +130,7 @@ std::string Usage() {
   Options defaults;
   out << "\ndefault limits:\n  messages:    " << defaults.messages_limit
       << "\n  signup:      " << defaults.signup_limit << "\n  completions: " << defaults.completions_limit
-      << "\n";
+      << "\n  playground:  " << defaults.playground_limit << "\n";
   return out.str();
 }
 

@@ -20,6 +20,8 @@ struct Options {
   std::string signup_limit = R"({"kind": "fixed window", "rate": 100, "period": "1 hour"})";
   std::string completions_limit =
       R"({"kind": "token bucket", "rate": 40000, "period": "1 minute", "maxReserved": 100000})";
+  // New playground keys (a page's session, origin and config) for the whole service.
+  std::string playground_limit = R"({"kind": "fixed window", "rate": 1000, "period": "1 hour"})";
 };
 
 // A flag or variable that cannot be used; the message names it.

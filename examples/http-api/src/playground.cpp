@@ -1,12 +1,16 @@
 #include "playground.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "playground_input.h"
+#include "routes.h"
 #include "store.h"
 
 namespace http_api {
@@ -15,18 +19,13 @@ namespace {
 using nlohmann::json;
 
 // The simulated timeline starts here, and the window kinds' windows are
-// aligned to it ("start"), so that the page can draw their edges at every
-// period after it: 2026-01-01T00:00:00Z.
+// aligned to it (plus the controls' start), so that the page can draw their
+// edges: 2026-01-01T00:00:00Z.
 constexpr std::int64_t kOriginMs = 1767225600000;
 constexpr char kOriginText[] = "2026-01-01T00:00:00Z";
 
-// Input bounds: a page's worth of dots, and offsets whose timestamps stay
-// exact to the millisecond. ratelimit_simulate has its own bound.
-constexpr std::size_t kMaxArrivals = 2000;
-constexpr std::int64_t kMaxSamples = 400;
-constexpr std::int64_t kMaxOffsetMs = 10000000000;   // about 115 days
-constexpr std::int64_t kMaxEpochMs = 4102444800000;  // 2100-01-01
-constexpr std::size_t kMaxSessionBytes = 64;
+// Window edges probed at most, per simulation (a short period over a long span has more).
+constexpr std::int64_t kMaxEdgeProbes = 1000;
 
 // The extension's SQLSTATE for a bad config, count or arrival: the client's
 // input, so a 400.
@@ -34,111 +33,17 @@ constexpr char kInvalidParameterValue[] = "22023";
 
 constexpr const char* kKinds[] = {"token bucket", "fixed window", "sliding window"};
 
-// What the page's controls set, the same for the three kinds: JSON numbers,
-// kept as given (2, not 2.0, in the configs the page shows).
-struct Controls {
-  json rate;
-  json period;    // milliseconds
-  json capacity;  // null: absent
-};
-
-BadRequest FieldError(const char* name, const std::string& what) {
-  return BadRequest(std::string("field \"") + name + "\" must be " + what);
-}
-
-// A finite JSON number; absent (or null, answered as null) only where `optional`.
-json Number(const json& request, const char* name, bool optional) {
-  auto field = request.find(name);
-  if (field == request.end() || field->is_null()) {
-    if (optional) return nullptr;
-    throw FieldError(name, "a number");
-  }
-  if (!field->is_number() || !std::isfinite(field->get<double>())) throw FieldError(name, "a number");
-  return *field;
-}
-
-bool IsIntegerIn(const json& value, std::int64_t min, std::int64_t max) {
-  if (!value.is_number_integer()) return false;
-  if (value.is_number_unsigned()) {
-    std::uint64_t n = value.get<std::uint64_t>();
-    return n <= static_cast<std::uint64_t>(max) && static_cast<std::int64_t>(n) >= min;
-  }
-  std::int64_t n = value.get<std::int64_t>();
-  return n >= min && n <= max;
-}
-
-std::int64_t Integer(const json& request, const char* name, std::int64_t min, std::int64_t max) {
-  auto field = request.find(name);
-  if (field == request.end() || !IsIntegerIn(*field, min, max))
-    throw FieldError(name, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
-  return field->get<std::int64_t>();
-}
-
-// rate and period are checked by the extension (positive, not too large):
-// its 22023 is answered 400 with its message.
-Controls ReadControls(const json& request) {
-  return Controls{Number(request, "rate", false), Number(request, "period", false),
-                  Number(request, "capacity", true)};
-}
-
 // The config of `kind` for the controls: the bucket takes the capacity; the
-// windows are the article's (rate per window, no rollover), aligned to `start_ms`.
-json ConfigFor(const char* kind, const Controls& controls, std::int64_t start_ms) {
+// windows are the article's (rate per window, no rollover), starting at
+// `origin_ms` plus the controls' start.
+json ConfigFor(const char* kind, const Controls& controls, std::int64_t origin_ms) {
   json config{{"kind", kind}, {"rate", controls.rate}, {"period", controls.period}};
   if (std::string(kind) == "token bucket") {
     if (!controls.capacity.is_null()) config["capacity"] = controls.capacity;
   } else {
-    config["start"] = start_ms;
+    config["start"] = IsoTimestamp(static_cast<double>(origin_ms) + controls.start_ms);
   }
   return config;
-}
-
-// The arrivals: whole milliseconds after the origin, at most kMaxArrivals.
-// Their order is the extension's to check (22023).
-std::vector<std::int64_t> ReadArrivals(const json& request) {
-  auto field = request.find("arrivals");
-  std::string what = "an array of 1 to " + std::to_string(kMaxArrivals) + " integers from 0 to " +
-                     std::to_string(kMaxOffsetMs) + " (milliseconds)";
-  if (field == request.end() || !field->is_array() || field->empty() || field->size() > kMaxArrivals)
-    throw FieldError("arrivals", what);
-  std::vector<std::int64_t> arrivals;
-  for (const json& value : *field) {
-    if (!IsIntegerIn(value, 0, kMaxOffsetMs)) throw FieldError("arrivals", what);
-    arrivals.push_back(value.get<std::int64_t>());
-  }
-  return arrivals;
-}
-
-// The counts, 1 each when absent; their length and signs are the
-// extension's to check (22023).
-std::vector<double> ReadCounts(const json& request, std::size_t arrivals) {
-  auto field = request.find("counts");
-  if (field == request.end() || field->is_null()) return std::vector<double>(arrivals, 1.0);
-  if (!field->is_array() || field->size() > kMaxArrivals)
-    throw FieldError("counts", "an array of at most " + std::to_string(kMaxArrivals) + " numbers");
-  std::vector<double> counts;
-  for (const json& value : *field) {
-    if (!value.is_number() || !std::isfinite(value.get<double>()))
-      throw FieldError("counts", "an array of numbers");
-    counts.push_back(value.get<double>());
-  }
-  return counts;
-}
-
-// The page's session: letters, digits, '-' and '_', so that it can go into
-// a limit key as it is.
-std::string ReadSession(const json& request) {
-  auto field = request.find("session");
-  std::string what = "1 to " + std::to_string(kMaxSessionBytes) + " letters, digits, '-' or '_'";
-  if (field == request.end() || !field->is_string()) throw FieldError("session", what);
-  const std::string& session = field->get_ref<const std::string&>();
-  if (session.empty() || session.size() > kMaxSessionBytes) throw FieldError("session", what);
-  for (char c : session) {
-    bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
-    if (!ok) throw FieldError("session", what);
-  }
-  return session;
 }
 
 json OptionalJson(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
@@ -155,17 +60,50 @@ json CallsJson(const std::vector<SimulatedCall>& calls) {
   return list;
 }
 
-// Probe times: `samples` evenly spaced over [0, span].
-std::vector<std::int64_t> ProbeTimes(std::int64_t samples, std::int64_t span) {
+// `samples` times evenly spread over [from, span].
+void AddSamples(const ProbeRequest& request, std::vector<std::int64_t>& times) {
+  for (std::int64_t i = 0; i < request.samples; ++i) {
+    double step = request.samples == 1 ? 0 : double(request.span - request.from) * i / (request.samples - 1);
+    times.push_back(request.from + std::llround(step));
+  }
+}
+
+// Just before and at each window edge in [from, span], when there are at
+// most kMaxEdgeProbes: a window's count drops to 0 between the two.
+void AddEdges(const ProbeRequest& request, const Controls& controls, std::vector<std::int64_t>& times) {
+  const double period = controls.period_ms, start = controls.start_ms;
+  const double first = std::ceil((request.from - start) / period);
+  const double last = std::floor((request.span - start) / period);
+  if (last < first || last - first + 1 > kMaxEdgeProbes) return;
+  for (double k = first; k <= last; ++k) {
+    std::int64_t edge = static_cast<std::int64_t>(std::ceil(start + k * period));
+    if (edge <= request.span) times.push_back(edge);
+    if (edge - 1 >= request.from) times.push_back(edge - 1);
+  }
+}
+
+// The probe times: the samples, and just before and at each arrival and
+// window edge within [from, span], so that a picture drawn through them
+// drops where the limit does; in order, each once.
+std::vector<std::int64_t> ProbeTimes(const ProbeRequest& request, const std::vector<std::int64_t>& arrivals,
+                                     const Controls& controls) {
   std::vector<std::int64_t> times;
-  for (std::int64_t i = 0; i < samples; ++i)
-    times.push_back(samples == 1 ? 0
-                                 : static_cast<std::int64_t>(std::llround(double(span) * i / (samples - 1))));
+  if (request.samples == 0) return times;
+  AddSamples(request, times);
+  for (std::int64_t arrival : arrivals) {
+    if (arrival < request.from || arrival > request.span) continue;
+    times.push_back(arrival);
+    if (arrival - 1 >= request.from) times.push_back(arrival - 1);
+  }
+  AddEdges(request, controls, times);
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
   return times;
 }
 
 // The limit's level between arrivals: the arrivals again, with probes of
-// count 0 (which take nothing) merged in; the probes' remaining, over time.
+// count 0 (which take nothing) merged in after the arrivals at the same
+// time; the probes' remaining, over time.
 json Levels(pqxx::work& tx, const json& config, const std::vector<std::int64_t>& arrivals,
             const std::vector<double>& counts, const std::vector<std::int64_t>& probes) {
   json offsets = json::array(), merged_counts = json::array();
@@ -210,15 +148,52 @@ Reply InTransactionBadInputIs400(ConnectionPool& pool, const std::function<Reply
   });
 }
 
+// A header's whole-number value, or -1.
+long long HeaderNumber(const json& headers, const char* name) {
+  auto value = headers.find(name);
+  return value == headers.end() ? -1 : std::stoll(value->get<std::string>());
+}
+
+// The HTTP headers of a Hit, made of each limit's ratelimit_headers: the
+// IETF fields as lists with one item per limit; Retry-After the latest; the
+// X-RateLimit-* fields, which hold one limit only, of the limit with the
+// fewest remaining (the one that refuses first), the latest reset on a tie.
+Headers CombinedHeaders(const std::vector<json>& per_limit) {
+  std::string policies, states;
+  long long retry_after = -1;
+  const json* tightest = nullptr;
+  for (const json& headers : per_limit) {
+    policies += (policies.empty() ? "" : ", ") + headers.at("RateLimit-Policy").get<std::string>();
+    states += (states.empty() ? "" : ", ") + headers.at("RateLimit").get<std::string>();
+    retry_after = std::max(retry_after, HeaderNumber(headers, "Retry-After"));
+    long long remaining = HeaderNumber(headers, "X-RateLimit-Remaining");
+    if (tightest == nullptr || remaining < HeaderNumber(*tightest, "X-RateLimit-Remaining") ||
+        (remaining == HeaderNumber(*tightest, "X-RateLimit-Remaining") &&
+         HeaderNumber(headers, "X-RateLimit-Reset") > HeaderNumber(*tightest, "X-RateLimit-Reset")))
+      tightest = &headers;
+  }
+  Headers combined{{"RateLimit-Policy", policies}, {"RateLimit", states}};
+  if (retry_after >= 0) combined.emplace_back("Retry-After", std::to_string(retry_after));
+  for (const char* name : {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"})
+    if (tightest != nullptr) combined.emplace_back(name, tightest->at(name).get<std::string>());
+  return combined;
+}
+
+// 503: the service admits no new playground key now; nothing was stored.
+Reply NoNewKeys(const Verdict& verdict) {
+  Reply reply = ErrorReply(503, "the playground admits no new session now: retry later");
+  reply.body["retry_after"] = verdict.retry_after.value_or(0);
+  for (const auto& [name, value] : verdict.headers.items()) reply.headers.emplace_back(name, value);
+  return reply;
+}
+
 }  // namespace
 
 Reply Playground::Simulate(const json& request) {
   Controls controls = ReadControls(request);
   std::vector<std::int64_t> arrivals = ReadArrivals(request);
   std::vector<double> counts = ReadCounts(request, arrivals.size());
-  std::int64_t samples = request.contains("samples") ? Integer(request, "samples", 0, kMaxSamples) : 0;
-  std::int64_t span = samples > 0 ? Integer(request, "span", 1, kMaxOffsetMs) : 0;
-  std::vector<std::int64_t> probes = ProbeTimes(samples, span);
+  std::vector<std::int64_t> probes = ProbeTimes(ReadProbeRequest(request), arrivals, controls);
   return InTransactionBadInputIs400(pool_, [&](pqxx::work& tx) {
     json algorithms = json::array();
     for (const char* kind : kKinds) {
@@ -230,36 +205,52 @@ Reply Playground::Simulate(const json& request) {
       algorithm["levels"] = probes.empty() ? json::array() : Levels(tx, config, arrivals, counts, probes);
       algorithms.push_back(std::move(algorithm));
     }
-    return Reply{
-        200, json{{"origin", kOriginText}, {"origin_ms", kOriginMs}, {"algorithms", algorithms}}, {}};
+    json body{{"origin", kOriginText},
+              {"origin_ms", kOriginMs},
+              {"period_ms", controls.period_ms},
+              {"start_ms", controls.start_ms},
+              {"algorithms", algorithms}};
+    return Reply{200, std::move(body), {}};
   });
 }
 
 Reply Playground::Hit(const json& request) {
   std::string session = ReadSession(request);
-  std::int64_t origin = Integer(request, "origin", 0, kMaxEpochMs);
+  std::int64_t origin = ReadOrigin(request);
   Controls controls = ReadControls(request);
+  // One key per page and config: a new config starts from a full limit.
+  std::string key = session + " " + std::to_string(origin) + " " + ControlsJson(controls).dump();
   return InTransactionBadInputIs400(pool_, [&](pqxx::work& tx) {
+    PurgeExpiredPlaygroundKeys(tx);
+    if (AdmitPlaygroundKey(tx, key)) {
+      Verdict admitted = LimitPlaygroundKeys(tx);
+      if (!admitted.ok) return NoNewKeys(admitted);  // not committed: the key is not kept
+    }
     json hits = json::array();
-    for (const char* kind : kKinds) {
-      json config = ConfigFor(kind, controls, origin);
-      // One key per page and config: a new config starts from a full limit.
-      std::string key = session + " " + std::to_string(origin) + " " + config.dump();
-      PlaygroundHit hit = HitPlayground(tx, key, config.dump(), origin);
-      hits.push_back({{"kind", kind},
+    std::vector<json> headers;
+    for (std::size_t i = 0; i < std::size(kKinds); ++i) {
+      json config = ConfigFor(kKinds[i], controls, origin);
+      PlaygroundHit hit = HitPlayground(tx, kPlaygroundLimits[i], key, config.dump(), origin);
+      hits.push_back({{"kind", kKinds[i]},
+                      {"limit", kPlaygroundLimits[i]},
                       {"key", key},
                       {"config", config},
                       {"t", hit.t},
                       {"ok", hit.ok},
                       {"remaining", OptionalJson(hit.remaining)},
-                      {"retry_after", OptionalJson(hit.retry_after)}});
+                      {"retry_after", OptionalJson(hit.retry_after)},
+                      {"headers", hit.headers}});
+      headers.push_back(hit.headers);
     }
     tx.commit();
-    return Reply{200, json{{"limit", kPlaygroundLimit}, {"hits", hits}}, {}};
+    Headers combined = CombinedHeaders(headers);
+    json combined_json = json::object();
+    for (const auto& [name, value] : combined) combined_json[name] = value;
+    return Reply{200, json{{"hits", hits}, {"headers", combined_json}}, combined};
   });
 }
 
-void RegisterPlaygroundRoutes(httplib::Server& server, Playground& playground) {
+void RegisterPlaygroundRoutes(httplib::Server& server, JsonRoutes& routes, Playground& playground) {
   server.Get("/playground", [](const httplib::Request&, httplib::Response& response) {
     // The browser itself refuses anything from elsewhere: the page's only
     // requests are to this service's JSON endpoints.
@@ -268,10 +259,9 @@ void RegisterPlaygroundRoutes(httplib::Server& server, Playground& playground) {
                         "connect-src 'self'; img-src 'self' data:");
     response.set_content(kPlaygroundPage, "text/html; charset=utf-8");
   });
-  server.Post("/playground/simulate",
-              JsonPost([&playground](const json& request) { return playground.Simulate(request); }));
-  server.Post("/playground/hit",
-              JsonPost([&playground](const json& request) { return playground.Hit(request); }));
+  routes.Post("/playground/simulate",
+              [&playground](const json& request) { return playground.Simulate(request); });
+  routes.Post("/playground/hit", [&playground](const json& request) { return playground.Hit(request); });
 }
 
 }  // namespace http_api

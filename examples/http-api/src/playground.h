@@ -20,20 +20,25 @@ class Playground {
  public:
   explicit Playground(ConnectionPool& pool) : pool_(pool) {}
 
-  // POST /playground/simulate {"rate", "period", "capacity"?, "arrivals",
-  // "counts"?, "span"?, "samples"?}: ratelimit_simulate over the arrivals
-  // for each of the three kinds; 200 {"origin", "algorithms": [...]}.
+  // POST /playground/simulate {"rate", "period", "capacity"?, "start"?,
+  // "arrivals", "counts"?, "samples"?, "from"?, "span"?}: ratelimit_simulate
+  // over the arrivals for each of the three kinds, and the level at probes;
+  // 200 {"origin", "origin_ms", "period_ms", "start_ms", "algorithms": [...]}.
   Reply Simulate(const nlohmann::json& request);
 
-  // POST /playground/hit {"session", "origin", "rate", "period", "capacity"?}:
-  // one real ratelimit_limit call per kind, in one transaction; 200 {"hits": [...]}.
+  // POST /playground/hit {"session", "origin", "rate", "period",
+  // "capacity"?, "start"?}: one real ratelimit_limit call per kind, in one
+  // transaction; 200 {"hits": [...], "headers"} with the three limits'
+  // headers; 503 when the service admits no new playground key now.
   Reply Hit(const nlohmann::json& request);
 
  private:
   ConnectionPool& pool_;
 };
 
-// Routes GET /playground and the endpoints above on `server`.
-void RegisterPlaygroundRoutes(httplib::Server& server, Playground& playground);
+class JsonRoutes;
+
+// Routes GET /playground on `server` and the endpoints above through `routes`.
+void RegisterPlaygroundRoutes(httplib::Server& server, JsonRoutes& routes, Playground& playground);
 
 }  // namespace http_api

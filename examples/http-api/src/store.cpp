@@ -23,7 +23,11 @@ CREATE TABLE IF NOT EXISTS completions (
   user_id text NOT NULL,
   tokens int NOT NULL,
   scheduled_at timestamptz NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()))";
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS playground_keys (
+  key text PRIMARY KEY,
+  created_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX IF NOT EXISTS playground_keys_created_at ON playground_keys (created_at))";
 
 // A prepared statement: the name it is prepared under, and its text.
 struct Statement {
@@ -74,8 +78,23 @@ ORDER BY r.i)";
 // clock_timestamp() after the call: the moment the limiter decided, as near
 // as SQL can tell.
 constexpr char kHitPlayground[] = R"(
-SELECT (extract(epoch FROM clock_timestamp()) * 1000 - $3::bigint)::float8, r.ok, r.remaining, r.retry_after
+SELECT (extract(epoch FROM clock_timestamp()) * 1000 - $3::bigint)::float8, r.ok, r.remaining, r.retry_after,
+       ratelimit_headers($4, r, $2::jsonb)
 FROM ratelimit_limit($4, $1, $2::jsonb) r)";
+
+// The expired keys' rows go with ratelimit_reset (a row of a limit used
+// with a long period is never idle, so ratelimit_cleanup would keep it).
+// $1: the limits' names; $2: the lifetime.
+constexpr char kPurgePlaygroundKeys[] = R"(
+WITH expired AS (
+  DELETE FROM playground_keys WHERE created_at < now() - $2::interval RETURNING key)
+SELECT count(ratelimit_reset(n.name, e.key))
+FROM expired e CROSS JOIN jsonb_array_elements_text($1::jsonb) n(name))";
+
+constexpr Statement kLimitPlaygroundKeys{
+    "limit_playground_keys",
+    "SELECT r.ok, r.retry_after, to_json(r.retry_at) #>> '{}', ratelimit_headers('playground-keys', r) "
+    "FROM ratelimit_limit('playground-keys') r"};
 
 std::optional<double> OptionalDouble(const pqxx::field& field) {
   if (field.is_null()) return std::nullopt;
@@ -109,6 +128,7 @@ void PrepareDatabase(pqxx::connection& conn, const Options& options) {
     DefineLimit(tx, kMessagesLimit, options.messages_limit);
     DefineLimit(tx, kSignupLimit, options.signup_limit);
     DefineLimit(tx, kCompletionsLimit, options.completions_limit);
+    DefineLimit(tx, kPlaygroundKeysLimit, options.playground_limit);
   }
   tx.commit();
 }
@@ -118,6 +138,7 @@ void PrepareStatements(pqxx::connection& conn, bool limiter) {
     Prepare(conn, kLimitMessage);
     Prepare(conn, kLimitSignup);
     Prepare(conn, kLimitCompletion);
+    Prepare(conn, kLimitPlaygroundKeys);
   }
   Prepare(conn, kInsertMessage);
   Prepare(conn, kInsertSignup);
@@ -160,11 +181,27 @@ std::vector<SimulatedCall> Simulate(pqxx::work& tx, const std::string& config, c
   return calls;
 }
 
-PlaygroundHit HitPlayground(pqxx::work& tx, const std::string& key, const std::string& config,
-                            std::int64_t origin_ms) {
-  pqxx::row row = tx.exec_params1(kHitPlayground, key, config, origin_ms, kPlaygroundLimit);
-  return PlaygroundHit{row[0].as<double>(), row[1].as<bool>(), OptionalDouble(row[2]),
-                       OptionalDouble(row[3])};
+PlaygroundHit HitPlayground(pqxx::work& tx, const char* name, const std::string& key,
+                            const std::string& config, std::int64_t origin_ms) {
+  pqxx::row row = tx.exec_params1(kHitPlayground, key, config, origin_ms, name);
+  return PlaygroundHit{row[0].as<double>(), row[1].as<bool>(), OptionalDouble(row[2]), OptionalDouble(row[3]),
+                       nlohmann::json::parse(row[4].c_str())};
+}
+
+void PurgeExpiredPlaygroundKeys(pqxx::work& tx) {
+  nlohmann::json names = nlohmann::json::array();
+  for (const char* name : kPlaygroundLimits) names.push_back(name);
+  tx.exec_params1(kPurgePlaygroundKeys, names.dump(), kPlaygroundKeyLifetime);
+}
+
+bool AdmitPlaygroundKey(pqxx::work& tx, const std::string& key) {
+  return !tx.exec_params(
+                "INSERT INTO playground_keys (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING 1", key)
+              .empty();
+}
+
+Verdict LimitPlaygroundKeys(pqxx::work& tx) {
+  return VerdictFromRow(tx.exec_prepared1(kLimitPlaygroundKeys.name));
 }
 
 void Ping(pqxx::connection& conn) {

@@ -20,8 +20,15 @@ namespace http_api {
 inline constexpr char kMessagesLimit[] = "messages";
 inline constexpr char kSignupLimit[] = "signup";
 inline constexpr char kCompletionsLimit[] = "completions";
-// The playground's limit: never defined, each key carries its own inline config.
-inline constexpr char kPlaygroundLimit[] = "playground";
+// The playground's limits, one per kind: never defined, each key carries
+// its own inline config. Named apart so that the RateLimit headers of a Hit
+// tell the three policies apart.
+inline constexpr const char* kPlaygroundLimits[] = {"playground-token-bucket", "playground-fixed-window",
+                                                    "playground-sliding-window"};
+// How many new playground keys the whole service admits (defined at startup
+// from Options::playground_limit); a key lives kPlaygroundKeyLifetime.
+inline constexpr char kPlaygroundKeysLimit[] = "playground-keys";
+inline constexpr char kPlaygroundKeyLifetime[] = "1 hour";
 
 // Creates the tables if missing and, with the limiter, defines the limits
 // with the configs of `options`. Safe to run from several processes at once.
@@ -82,17 +89,29 @@ std::vector<SimulatedCall> Simulate(pqxx::work& tx, const std::string& config, c
                                     const std::string& counts, std::int64_t origin_ms);
 
 // A real ratelimit_limit answer for the playground's Hit button, its time
-// as milliseconds after `origin_ms`.
+// as milliseconds after `origin_ms`, and its ratelimit_headers.
 struct PlaygroundHit {
   double t = 0;
   bool ok = false;
   std::optional<double> remaining;
   std::optional<double> retry_after;
+  nlohmann::json headers;  // header name -> value, all strings
 };
 
-// ratelimit_limit(kPlaygroundLimit, key, config) in the caller's transaction.
-PlaygroundHit HitPlayground(pqxx::work& tx, const std::string& key, const std::string& config,
-                            std::int64_t origin_ms);
+// ratelimit_limit(name, key, config) in the caller's transaction.
+PlaygroundHit HitPlayground(pqxx::work& tx, const char* name, const std::string& key,
+                            const std::string& config, std::int64_t origin_ms);
+
+// Forgets the playground keys admitted more than kPlaygroundKeyLifetime ago,
+// and resets their limits (kPlaygroundLimits), so that their rows go.
+void PurgeExpiredPlaygroundKeys(pqxx::work& tx);
+
+// Records the playground key; true if it is new (then the caller takes one
+// token of kPlaygroundKeysLimit for it, in the same transaction).
+bool AdmitPlaygroundKey(pqxx::work& tx, const std::string& key);
+
+// Takes one token of kPlaygroundKeysLimit (key NULL: one for the service).
+Verdict LimitPlaygroundKeys(pqxx::work& tx);
 
 // Whether the database answers (for GET /healthz).
 void Ping(pqxx::connection& conn);
