@@ -32,6 +32,9 @@
 #      recovers.
 #   h. Without the worker (max_worker_processes = 0) a memory write waits
 #      for it and then fails 55000, naming it; reads still answer.
+#   i. A clean restart reads the shutdown's file back and keeps it (the
+#      base file) until the worker has logged every entry: a crash right
+#      after the start keeps every memory limit; then the file is gone.
 #
 # Needs the extension installed (make install), pgbench, pg_basebackup. With
 # RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
@@ -300,7 +303,7 @@ build_wal_inject() {
   cflags="$(in_server_root "$PG_BINDIR/pg_config" --cflags) $(in_server_root "$PG_BINDIR/pg_config" --cflags_sl)"
   out=$(server_path "$CLUSTER_DIR")/wal_inject.so
   # shellcheck disable=SC2086  # the compiler and its flags are words
-  in_server_root $cc $cflags -Wextra -Werror -shared -I"$(in_server_root "$PG_BINDIR/pg_config" --includedir-server)" \
+  in_server_root $cc $cflags -Wextra -Werror -shared -isystem "$(in_server_root "$PG_BINDIR/pg_config" --includedir-server)" \
     -o "$out" "$(server_source_dir)/test/fault/wal_inject.c" >&2 || return 1
   echo "$out"
 }
@@ -351,6 +354,7 @@ smaller_key_space() {
 # g. The memory limits' WAL without the library.
 recovery_without_library() {
   psql_value -c "SELECT ratelimit_limit('yearly', 'g', '$YEARLY_CFG', 5)" >/dev/null
+  sleep 1.5  # older than the durability bound
   stop_cluster_server_immediate
   local opts offset
   opts=$(cat "$CLUSTER_DIR/server.opts")
@@ -365,6 +369,28 @@ recovery_without_library() {
   [ "$(psql_value -c "SELECT round(value) FROM ratelimit_value('yearly', 'g', '$YEARLY_CFG')")" = 5 ] ||
     fail "g: with the library the recovery did not restore the memory limit"
   [ "$failed" = 1 ] || echo "ok - g: recovery without the library is refused once, naming the resource manager; with it, it recovers"
+}
+
+# i. A clean restart with durability: the shutdown's file is read back,
+# kept as the base file until the worker has logged every entry, then
+# removed; a crash right after a clean start keeps the memory limits too.
+clean_restart_then_crash() {
+  psql_value -c "SELECT ratelimit_limit('yearly', 'i', '$YEARLY_CFG', 3)" >/dev/null
+  local offset _
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m fast -w stop >/dev/null
+  [ -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] || fail "i: a clean stop wrote no state file"
+  offset=$(log_size "$CLUSTER_DIR")
+  start_cluster_server
+  stop_cluster_server_immediate  # at once: the worker may not have logged them yet
+  start_cluster_server
+  [ "$(psql_value -c "SELECT round(value) FROM ratelimit_value('yearly', 'i', '$YEARLY_CFG')")" = 7 ] ||
+    fail "i: a clean restart and a crash right after it did not keep the memory limit"
+  log_since "$CLUSTER_DIR" "$offset" | grep -qE "ratelimit: [1-9][0-9]* memory limits read back from the last shutdown" ||
+    fail "i: the clean start did not read the state file back"
+  for _ in $(seq 1 100); do [ -e "$CLUSTER_DIR/data/ratelimit_memory.base" ] || break; sleep 0.1; done
+  [ ! -e "$CLUSTER_DIR/data/ratelimit_memory.base" ] && [ ! -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] ||
+    fail "i: a file is left in the data directory once the worker logged every entry"
+  [ "$failed" = 1 ] || echo "ok - i: a clean restart keeps memory limits through the base file, and a crash right after it too"
 }
 
 # h. No worker.
@@ -383,7 +409,7 @@ no_worker_refuses_writes() {
 
 trap 'end_load; stop_standby; stop_cluster' EXIT
 # DURABILITY_CASES (default: all) runs some of the cases, in order.
-CASES=${DURABILITY_CASES:-a b c d e f g h}
+CASES=${DURABILITY_CASES:-a b c d e f g h i}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 if wants a || wants b || wants c; then
   new_cluster
@@ -392,12 +418,13 @@ if wants a || wants b || wants c; then
   wants c && failover_continues_memory_limits
   stop_cluster
 fi
-if wants d || wants e || wants f || wants g; then
+if wants d || wants e || wants f || wants g || wants i; then
   new_cluster
   wants d && crash_during_recovery
   wants e && damaged_records_are_skipped
   wants f && smaller_key_space
   wants g && recovery_without_library
+  wants i && clean_restart_then_crash
   stop_cluster
 fi
 wants h && no_worker_refuses_writes

@@ -12,11 +12,12 @@
 #    applied at the next call, rollbacks and savepoints
 #    giving back, on_rollback keep, a terminated backend giving back), the
 #    libpqxx contention tests' memory cases (build/client_tests), a backend
-#    ended by idle_in_transaction_session_timeout, then restarts: a clean
-#    one (pg_ctl restart -m fast) keeps the memory limits, an immediate
-#    stop and a backend killed with SIGKILL lose them; then a hot standby
-#    made with pg_basebackup -R: memory limits of its own, table limits
-#    25006.
+#    ended by idle_in_transaction_session_timeout, then, with
+#    ratelimit.memory_durability = off, restarts: a clean one (pg_ctl
+#    restart -m fast) keeps the memory limits, an immediate stop and a
+#    backend killed with SIGKILL lose them; then a hot standby made with
+#    pg_basebackup -R: memory limits of its own, table limits 25006. (With
+#    durability, the default: scripts/memory-durability-test.sh.)
 # 2. From PostgreSQL 17, a cluster without the preload (the DSM registry):
 #    the contention tests' memory cases again. (The main cluster of
 #    scripts/test.sh runs sql/memory_storage.sql without the preload: 55000
@@ -434,6 +435,11 @@ fi
 idle_session_timeout_gives_back || failed=1
 check_server_log_for_crashes || failed=1
 # (From here on the log has this test's own SIGKILL: checked apart.)
+# The restarts as without durability (ratelimit.memory_durability = off, as
+# 0.10.0 kept them); with it, scripts/memory-durability-test.sh.
+echo "-c ratelimit.memory_durability=off $(cat "$CLUSTER_DIR/server.opts")" >"$CLUSTER_DIR/server.opts"
+as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null
+start_cluster_server
 restarts_keep_or_lose_memory || failed=1
 identity_bounds_survive_restart || failed=1
 hot_standby_has_its_own_memory || failed=1

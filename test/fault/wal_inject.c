@@ -14,7 +14,11 @@
 
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "access/xlogrecord.h"
 #include "fmgr.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h" /* the varlena macros left postgres.h in 16 */
+#endif
 #include "utils/pg_lsn.h"
 
 PG_MODULE_MAGIC;
