@@ -50,6 +50,7 @@ extern "C" {
 #include "utils/wait_event.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -428,6 +429,38 @@ int64 SweepIdle(const Tables& tables, Micros now, Oid database) {
   return deleted;
 }
 
+// The databases a sweep looks at for having been dropped, at most.
+constexpr int kMostDatabasesChecked = 64;
+
+// Adds the database of each entry of `table` to databases[] (up to the most).
+void CollectDatabases(dshash_table* table, Oid* databases, int* count) {
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, false);
+  while (void* entry = dshash_seq_next(&scan)) {
+    Oid database = KeyIn(entry).database;
+    bool known = false;
+    for (int i = 0; i < *count && !known; ++i) known = databases[i] == database;
+    if (!known && *count < kMostDatabasesChecked) databases[(*count)++] = database;
+  }
+  dshash_seq_term(&scan);
+}
+
+// Without the preload a DROP DATABASE or DROP EXTENSION is seen only by a
+// backend that loaded the library (api/object_drops.cpp): a full table
+// also forgets the entries of databases that no longer exist (looked up
+// with no lock of the tables held). How many it removed.
+int64 ForgetDroppedDatabases(const Tables& tables) {
+  if (SharedTablesPreloaded() || !IsTransactionState()) return 0;
+  Oid databases[kMostDatabasesChecked];
+  int count = 0;
+  for (const Layout* layout : kLayouts) CollectDatabases(tables.For(*layout), databases, &count);
+  int64 forgotten = 0;
+  for (int i = 0; i < count; ++i)
+    if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(databases[i])))
+      forgotten += SweepIdle(tables, PG_INT64_MAX, databases[i]);
+  return forgotten;
+}
+
 // The entry of `key`, found or inserted as a placeholder, its partition
 // lock held exclusively. May raise (no memory left in the area) before
 // anything is inserted or counted.
@@ -556,11 +589,17 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
     }
     ModifyResult taken = MakeLive(table, layout, entry, room, none.incarnation, write, log);
     if (taken == ModifyResult::kDone) return taken;
-    // Full: sweep the idle entries out (no lock held now), unless none can be idle yet.
+    // Full: sweep the idle entries out (no lock held now), unless none can be
+    // idle yet, and those of dropped databases.
     Micros now = MemorySweepClock();
-    if (swept || !SweepMayFree(now)) return taken;
-    SweepIdle(tables, now, InvalidOid);
+    if (swept) return taken;
     swept = true;
+    bool tried = ForgetDroppedDatabases(tables) > 0;
+    if (SweepMayFree(now)) {
+      SweepIdle(tables, now, InvalidOid);
+      tried = true;
+    }
+    if (!tried) return taken;
   }
 }
 
@@ -646,6 +685,16 @@ void ScanStatus(StatusRowSink sink, void* context) {
   pfree(copied[1]);
 }
 
+// Storage::forget_database: attaches the tables while the DROP runs, so
+// that its commit only deletes and logs, which cannot raise.
+void ForgetDroppedDatabase(Oid database, bool at_commit) {
+  if (!at_commit) {
+    (void)TablesOrNull();
+    return;
+  }
+  (void)ForgetMemoryDatabase(database, true);
+}
+
 constexpr Storage kMemoryStorage = {
     .name = "memory",
     .undo = Undo::kByRefund,
@@ -662,6 +711,7 @@ constexpr Storage kMemoryStorage = {
     .raise_no_room = RaiseMemoryNoRoom,
     .raise_uncommitted_config = RaiseMemoryUncommittedConfig,
     .raise_prepare_refused = RaiseMemoryPrepareRefused,
+    .forget_database = ForgetDroppedDatabase,
 };
 
 }  // namespace
