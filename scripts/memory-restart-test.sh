@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fault tests of memory limits ("storage": "memory") across restarts, on a
-# preloaded cluster of their own (shared_preload_libraries = 'ratelimit'):
+# preloaded cluster of their own (shared_preload_libraries = 'ratelimit',
+# ratelimit.memory_durability = off: the state file alone, as 0.10.0 kept
+# memory limits; with durability, scripts/memory-durability-test.sh):
 # a clean shutdown writes $PGDATA/ratelimit_memory.state, the next start
 # reads it back before the first connection, a crash writes nothing, and a
 # bad file is dropped with one LOG line.
@@ -615,7 +617,8 @@ run_test() {
 }
 
 trap stop_cluster EXIT
-start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=300000 -c max_connections=100
+start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=300000 -c max_connections=100 \
+  -c ratelimit.memory_durability=off
 DATA=$(server_path "$CLUSTER_DIR")/data
 psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
 start=$SECONDS

@@ -12,11 +12,12 @@
 #    applied at the next call, rollbacks and savepoints
 #    giving back, on_rollback keep, a terminated backend giving back), the
 #    libpqxx contention tests' memory cases (build/client_tests), a backend
-#    ended by idle_in_transaction_session_timeout, then restarts: a clean
-#    one (pg_ctl restart -m fast) keeps the memory limits, an immediate
-#    stop and a backend killed with SIGKILL lose them; then a hot standby
-#    made with pg_basebackup -R: memory limits of its own, table limits
-#    25006.
+#    ended by idle_in_transaction_session_timeout, then, with
+#    ratelimit.memory_durability = off, restarts: a clean one (pg_ctl
+#    restart -m fast) keeps the memory limits, an immediate stop and a
+#    backend killed with SIGKILL lose them; then a hot standby made with
+#    pg_basebackup -R: memory limits of its own, table limits 25006. (With
+#    durability, the default: scripts/memory-durability-test.sh.)
 # 2. From PostgreSQL 17, a cluster without the preload (the DSM registry):
 #    the contention tests' memory cases again. (The main cluster of
 #    scripts/test.sh runs sql/memory_storage.sql without the preload: 55000
@@ -196,6 +197,47 @@ restarts_keep_or_lose_memory() {
   take_restart_limits || return 1
   kill_a_backend_alone || rc=1
   restart_limits_initial "a backend killed with SIGKILL" || rc=1
+  return $rc
+}
+
+# A dropped database gives its memory limits and ratelimit_stats names
+# back (a caller with PUBLIC's grants filled the inline half of
+# memory_max_keys there, and the half of the stats names), and a dropped and
+# re-created extension starts its memory limits afresh; a DROP rolled back
+# forgets nothing.
+dropped_database_frees_memory() {
+  local cfg='{"kind": "fixed window", "rate": 1, "period": "36500 days", "storage": "memory"}' rc=0 out
+  psql_value -c "CREATE DATABASE tenant" -c "CREATE ROLE tenant_caller LOGIN" >/dev/null
+  PGDATABASE=tenant psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
+  # The caller takes keys until the inline half is full (53200).
+  PGDATABASE=tenant PGUSER=tenant_caller psql_value -c "DO \$\$ BEGIN FOR i IN 1..40 LOOP
+      BEGIN PERFORM ratelimit_limit('century', i::text, '$cfg');
+      EXCEPTION WHEN SQLSTATE '53200' THEN EXIT; END; END LOOP; END \$\$" >/dev/null
+  [ "$(PGDATABASE=tenant psql_value -c "SELECT count(*) FROM ratelimit_status WHERE name = 'century'")" -ge 1 ] ||
+    { echo "FAIL: the tenant's caller took no memory limit" >&2; return 1; }
+  PGDATABASE=tenant psql_value -c "SELECT count(*) FROM generate_series(1, 500) g, ratelimit_limit('n' || g,
+        config => '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": \"1 day\"}')" >/dev/null
+  out=$(psql_value -c "SELECT ratelimit_limit('elsewhere', 'k', '$cfg')" 2>&1 || true)
+  [[ $out == *"no room for memory rate limit"* ]] || { echo "FAIL: the inline half was not full: $out" >&2; rc=1; }
+  # Rolled back: nothing is forgotten.
+  PGDATABASE=tenant psql_value -c "BEGIN" -c "DROP EXTENSION ratelimit" -c "ROLLBACK" >/dev/null
+  out=$(psql_value -c "SELECT ratelimit_limit('elsewhere', 'k', '$cfg')" 2>&1 || true)
+  [[ $out == *"no room for memory rate limit"* ]] || { echo "FAIL: a rolled-back DROP EXTENSION forgot memory limits" >&2; rc=1; }
+  psql_value -c "DROP DATABASE tenant" >/dev/null
+  [ "$(psql_value -c "SELECT ok FROM ratelimit_limit('elsewhere', 'k', '$cfg')")" = t ] ||
+    { echo "FAIL: the dropped database's memory limits still hold the inline half" >&2; rc=1; }
+  psql_value -c "SELECT ratelimit_limit('after-drop', config => '{\"kind\": \"token bucket\", \"rate\": 1, \"period\": \"1 day\"}')" >/dev/null
+  [ "$(psql_value -c "SELECT count(*) FROM ratelimit_stats WHERE name = 'after-drop'")" = 1 ] ||
+    { echo "FAIL: the dropped database's stats names still hold their half" >&2; rc=1; }
+  # A dropped and re-created extension starts afresh.
+  psql_value -c "SELECT ratelimit_limit('recreated', 'k', '$cfg')" >/dev/null
+  psql_value -c "DROP EXTENSION ratelimit" -c "CREATE EXTENSION ratelimit" >/dev/null
+  [ "$(psql_value -c "SELECT count(*) FROM ratelimit_status WHERE name = 'recreated'")" = 0 ] &&
+    [ "$(psql_value -c "SELECT ok FROM ratelimit_limit('recreated', 'k', '$cfg')")" = t ] ||
+    { echo "FAIL: a dropped and re-created extension kept its memory limits" >&2; rc=1; }
+  psql_value -c "SELECT ratelimit_reset('elsewhere', 'k'), ratelimit_reset('recreated', 'k')" \
+    -c "DROP ROLE tenant_caller" >/dev/null
+  [ $rc -ne 0 ] || echo "ok - a dropped database gives back its memory limits and stats names; DROP and CREATE EXTENSION start afresh"
   return $rc
 }
 
@@ -432,8 +474,14 @@ if [ -x build/client_tests ]; then
   build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
 fi
 idle_session_timeout_gives_back || failed=1
+dropped_database_frees_memory || failed=1
 check_server_log_for_crashes || failed=1
 # (From here on the log has this test's own SIGKILL: checked apart.)
+# The restarts as without durability (ratelimit.memory_durability = off, as
+# 0.10.0 kept them); with it, scripts/memory-durability-test.sh.
+echo "-c ratelimit.memory_durability=off $(cat "$CLUSTER_DIR/server.opts")" >"$CLUSTER_DIR/server.opts"
+as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null
+start_cluster_server
 restarts_keep_or_lose_memory || failed=1
 identity_bounds_survive_restart || failed=1
 hot_standby_has_its_own_memory || failed=1

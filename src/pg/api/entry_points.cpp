@@ -4,6 +4,7 @@
 
 #include "api/config_functions.h"
 #include "api/functions.h"
+#include "api/object_drops.h"
 #include "api/simulation.h"
 #include "api/status_view.h"
 #include "decide/pending_grants.h"
@@ -64,6 +65,7 @@ void _PG_init(void) {
   ratelimit_pg::RequestSharedTables();
   ratelimit_pg::RegisterPendingGrantCallbacks();
   ratelimit_pg::RegisterStorageHooks();
+  ratelimit_pg::RegisterObjectDropHooks();
   MarkGUCPrefixReserved("ratelimit");
 }
 

@@ -630,6 +630,22 @@ void ResetStats() {
   LWLockRelease(&header->fold_lock);
 }
 
+void ForgetStatsOfDatabase(Oid database) {
+  StatsHeader* header = nullptr;
+  dshash_table* table = Table(&header);
+  if (table == nullptr) return;
+  LWLockAcquire(&header->fold_lock, LW_EXCLUSIVE);
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, true);
+  while (auto* entry = static_cast<StatsEntry*>(dshash_seq_next(&scan))) {
+    if (entry->key.database != database) continue;
+    ReleaseSlot(&header->slots, !entry->defined);
+    dshash_delete_current(&scan);
+  }
+  dshash_seq_term(&scan);
+  LWLockRelease(&header->fold_lock);
+}
+
 // The setting sizes shared memory, so it is set at server start: only with
 // shared_preload_libraries. A library loaded later (the registry segment of
 // 17 on) shows it read-only, at its default.

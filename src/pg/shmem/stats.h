@@ -22,5 +22,9 @@ void CountMemoryFull(const LimitCall& call);
 // ratelimit_stats_rows' rows (materialized) and ratelimit_stats_reset.
 Datum StatsRows(FunctionCallInfo fcinfo);
 void ResetStats();
+// Deletes the names of `database` (dropped, or its extension dropped). A
+// session that counted one of them keeps a place for it in its slot, whose
+// counts are lost from then on, as after a reset. Never raises.
+void ForgetStatsOfDatabase(Oid database);
 
 }  // namespace ratelimit_pg

@@ -187,6 +187,12 @@ struct Storage {
   // PREPARE TRANSACTION while the transaction holds a grant the storage
   // would have to give back at its rollback: 0A000.
   void (*raise_prepare_refused)() = nullptr;
+  // Forgets every row of `database`, which was dropped or whose extension
+  // was: a storage outside the database's own tables (nullptr for one inside
+  // them, which PostgreSQL drops). Called while the DROP runs with
+  // at_commit false (it may raise: it only makes ready what the second call
+  // needs), then at its commit with at_commit true (it never raises).
+  void (*forget_database)(Oid database, bool at_commit) = nullptr;
 };
 
 static_assert(std::is_trivially_destructible_v<StoredState>);

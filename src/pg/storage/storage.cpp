@@ -4,15 +4,25 @@
 
 #include "storage/storage.h"
 
+#include "storage/memory/memory_guard.h"
 #include "storage/memory/memory_persist.h"
+#include "storage/memory/memory_redo.h"
 #include "storage/memory/memory_storage.h"
+#include "storage/memory/memory_wal.h"
 #include "storage/table/table_storage.h"
 
 namespace ratelimit_pg {
 
-void DefineStorages() { DefineMemoryStorage(); }
+void DefineStorages() {
+  DefineMemoryStorage();
+  DefineMemoryDurabilityGuc();
+}
 
-void RegisterStorageHooks() { RegisterMemoryPersistence(); }
+void RegisterStorageHooks() {
+  RegisterMemoryPersistence();
+  RegisterMemoryRedo();
+  RegisterMemoryGuard();
+}
 
 namespace {
 

@@ -271,6 +271,17 @@ inline int MyProcIndex() {
 #endif
 }
 
+// Gives this process's PGPROC a new local transaction id outside any
+// transaction (memory_guard.cpp's worker, which runs none: its virtual
+// transaction id is what a checkpoint waits on). 17 moved it into vxid.
+inline void SetOwnLocalTransactionId(LocalTransactionId lxid) {
+#if PG_VERSION_NUM >= 170000
+  MyProc->vxid.lxid = lxid;
+#else
+  MyProc->lxid = lxid;
+#endif
+}
+
 // The ACL check of a foreign server (16 made it one call for every object kind).
 inline AclResult ForeignServerAclCheck(Oid server, Oid role, AclMode mode) {
 #if PG_VERSION_NUM >= 160000

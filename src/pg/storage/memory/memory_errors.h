@@ -18,5 +18,8 @@ namespace ratelimit_pg {
 // Storage::raise_prepare_refused: 0A000, a prepared transaction cannot hold
 // a memory limit's grant (this session would have to give it back).
 [[noreturn]] void RaiseMemoryPrepareRefused();
+// 55000: with ratelimit.memory_durability = wal, the worker that makes
+// memory limits durable has not started (or not finished its first pass).
+[[noreturn]] void RaiseMemoryNotDurable();
 
 }  // namespace ratelimit_pg

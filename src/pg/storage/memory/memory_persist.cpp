@@ -32,7 +32,6 @@
 // 0.8.0 and 0.9.0 wrote, is still read (the tables keep their own seeds).
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -41,10 +40,13 @@
 #include "storage/memory/memory_persist.h"
 
 #include "shmem/shared_tables.h"
+#include "storage/memory/memory_record.h"
 #include "storage/memory/memory_storage.h"
+#include "storage/memory/memory_wal.h"
 #include "support/clock.h"
 
 extern "C" {
+#include "access/xlog.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
@@ -61,12 +63,14 @@ namespace {
 constexpr const char* kStateFile = "ratelimit_memory.state";
 constexpr const char* kTempFile = "ratelimit_memory.state.tmp";
 constexpr const char* kLoadingFile = "ratelimit_memory.state.loading";
+// With ratelimit.memory_durability = wal: the entries a start read back, or
+// a crash recovery ended with, kept until the worker has logged every entry
+// again (memory_guard.cpp), so that a crash before that reads them again.
+constexpr const char* kBaseFile = "ratelimit_memory.base";
 constexpr uint32 kMagic = 0x524C4D53;  // "SMLR" on disk: ratelimit memory state
 constexpr uint32 kFormat = 4;
 constexpr uint32 kFormat3 = 3;  // 0.8.0's and 0.9.0's: read, never written
-constexpr int kHeadBytes = 56;
-// A value no limit can hold (configs are bounded by ratelimit::kMaxMagnitude).
-constexpr double kMostValue = 2 * ratelimit::kMaxMagnitude;
+constexpr int kHeadBytes = kMemoryRecordHeadBytes;
 
 struct FileHeader {
   uint32 magic;
@@ -94,56 +98,6 @@ int64 restored = 0;
 int64 skipped = 0;
 FILE* load_file = nullptr;
 char* load_buffer = nullptr;
-
-// The 56-byte head of a record (native byte order): database, name_len,
-// key_len, exists, keep_prev, inline_share, a zero byte, value, ts, prev,
-// idle_at, period.
-void PackHead(const MemoryRecord& record, char* out) {
-  std::memset(out, 0, kHeadBytes);
-  std::memcpy(out, &record.database, 4);
-  std::memcpy(out + 4, &record.name_len, 4);
-  std::memcpy(out + 8, &record.key_len, 4);
-  out[12] = record.row.next.exists ? 1 : 0;
-  out[13] = record.row.keep_prev ? 1 : 0;
-  out[14] = record.inline_share ? 1 : 0;
-  std::memcpy(out + 16, &record.row.next.value, 8);
-  std::memcpy(out + 24, &record.row.next.ts, 8);
-  std::memcpy(out + 32, &record.row.next.prev, 8);
-  std::memcpy(out + 40, &record.row.idle_at, 8);
-  std::memcpy(out + 48, &record.row.period, 8);
-}
-
-bool IsFlag(char c) { return c == 0 || c == 1; }
-
-bool ValidValue(double v) { return std::isfinite(v) && std::fabs(v) <= kMostValue; }
-
-bool ValidTime(Micros t) { return TimestamptzSupported(TimestamptzFromUnix(t)); }
-
-// Reads a head back into *out (bytes not set); false unless every field is
-// one a live entry can hold. The lengths are checked before they are added.
-bool UnpackHead(const char* in, MemoryRecord* out) {
-  *out = MemoryRecord{};
-  std::memcpy(&out->database, in, 4);
-  std::memcpy(&out->name_len, in + 4, 4);
-  std::memcpy(&out->key_len, in + 8, 4);
-  if (!IsFlag(in[12]) || !IsFlag(in[13]) || !IsFlag(in[14]) || in[15] != 0 || in[12] != 1) return false;
-  out->row.next.exists = true;
-  out->row.keep_prev = in[13] == 1;
-  out->inline_share = in[14] == 1;
-  std::memcpy(&out->row.next.value, in + 16, 8);
-  std::memcpy(&out->row.next.ts, in + 24, 8);
-  std::memcpy(&out->row.next.prev, in + 32, 8);
-  std::memcpy(&out->row.idle_at, in + 40, 8);
-  std::memcpy(&out->row.period, in + 48, 8);
-  int most = MemoryIdentityBytes();
-  if (out->database == InvalidOid || out->name_len < 1 || out->name_len > most || out->key_len < -1 ||
-      out->key_len > most || out->name_len + std::max(0, out->key_len) > most)
-    return false;
-  return ValidValue(out->row.next.value) && ValidValue(out->row.next.prev) && ValidTime(out->row.next.ts) &&
-         ValidTime(out->row.idle_at) && out->row.period >= 0;
-}
-
-int IdentityBytes(const MemoryRecord& record) { return record.name_len + std::max(0, record.key_len); }
 
 // ---- writing, from the postmaster's exit ----
 
@@ -210,12 +164,12 @@ bool FlushBuffer(WriteState* state) {
 // is left out, so that it cannot make the reader drop the whole file.
 bool WriteRecord(const MemoryRecord& record, void* context) {
   auto* state = static_cast<WriteState*>(context);
-  int len = IdentityBytes(record);
+  int len = MemoryRecordBytes(record);
   if (state->used + kHeadBytes + len > kBufferBytes && !FlushBuffer(state)) return false;
   char* head = state->buffer + state->used;
-  PackHead(record, head);
+  PackMemoryRecordHead(record, head);
   MemoryRecord check;
-  if (!UnpackHead(head, &check)) return true;
+  if (!UnpackMemoryRecordHead(head, &check)) return true;
   std::memcpy(head + kHeadBytes, record.bytes, len);
   state->used += kHeadBytes + len;
   state->records += 1;
@@ -278,17 +232,16 @@ int FsyncPath(const char* path, bool is_dir, bool missing_ok) {
 // must know which (once renamed, the file is in place and the next start
 // reads it). False if the file is not in place (the temporary file
 // removed); true with not_durable set if it is, but a step after failed.
-bool RenameIntoPlace(int64 records) {
+bool RenameIntoPlace(int64 records, const char* target) {
   errno = 0;
   // The old file synced first, as there: after a crash one of the two is whole.
-  if (!Step(true, FsyncPath(kStateFile, false, true) == 0) ||
-      !Step(true, rename(kTempFile, kStateFile) == 0)) {
+  if (!Step(true, FsyncPath(target, false, true) == 0) || !Step(true, rename(kTempFile, target) == 0)) {
     unlink(kTempFile);
     return false;
   }
   renamed = true;
   records_in_place = records;
-  if (!Step(true, FsyncPath(kStateFile, false, false) == 0)) {
+  if (!Step(true, FsyncPath(target, false, false) == 0)) {
     not_durable = "could not fsync the file";
   } else if (!Step(true, FsyncPath(".", true, false) == 0)) {
     not_durable = "could not fsync the data directory";
@@ -300,7 +253,7 @@ bool RenameIntoPlace(int64 records) {
 // written first as a placeholder, is written again with the counts and the
 // CRC), then renames it durably; how many, or -1 (the temporary file
 // removed).
-int64 WriteStateFile(const ControlFacts& facts) {
+int64 WriteStateFile(const ControlFacts& facts, const char* target) {
   // What can raise comes before the file exists (SaveAtExit's handler
   // removes a temporary file an error leaves anyway).
   FileHeader header{
@@ -334,7 +287,7 @@ int64 WriteStateFile(const ControlFacts& facts) {
     return -1;
   }
   int64 records = static_cast<int64>(state.records);
-  return RenameIntoPlace(records) ? records : -1;
+  return RenameIntoPlace(records, target) ? records : -1;
 }
 
 // The file is in place, written whole (the next start reads it), but a step
@@ -370,7 +323,7 @@ void SaveAtExit(int code, Datum) {
   {
     ControlFacts facts = ReadControlFacts();
     clean = facts.shut_down;
-    if (clean) written = WriteStateFile(facts);
+    if (clean) written = WriteStateFile(facts, kStateFile);
   }
   PG_CATCH();
   {
@@ -453,9 +406,9 @@ struct Reader {
 FileCheck ReadRecord(Reader* reader, MemoryRecord* record, pg_crc32c* crc) {
   const char* head = reader->Take(kHeadBytes);
   if (head == nullptr) return FileCheck::kLength;
-  if (!UnpackHead(head, record)) return FileCheck::kRecord;
+  if (!UnpackMemoryRecordHead(head, record)) return FileCheck::kRecord;
   COMP_CRC32C(*crc, head, kHeadBytes);  // before the next Take moves the buffer
-  int len = IdentityBytes(*record);
+  int len = MemoryRecordBytes(*record);
   record->bytes = reader->Take(len);
   if (record->bytes == nullptr) return FileCheck::kLength;
   COMP_CRC32C(*crc, record->bytes, len);
@@ -463,7 +416,9 @@ FileCheck ReadRecord(Reader* reader, MemoryRecord* record, pg_crc32c* crc) {
 }
 
 // The header, checked before any entry is made.
-FileCheck CheckHeader(FILE* file, FileHeader* header) {
+// A base file (`strict` false) is read whenever it is there: the worker
+// removes it once every entry is logged, and no write is logged before.
+FileCheck CheckHeader(FILE* file, FileHeader* header, bool strict) {
   if (fread(header, kHeader3Bytes, 1, file) != 1 || header->magic != kMagic) return FileCheck::kHeader;
   if ((header->format != kFormat && header->format != kFormat3) || header->pg_major != PG_VERSION_NUM / 10000)
     return FileCheck::kVersion;
@@ -472,7 +427,7 @@ FileCheck CheckHeader(FILE* file, FileHeader* header) {
     return FileCheck::kLength;
   ControlFacts facts = ReadControlFacts();
   if (facts.system_identifier == 0 || header->system_identifier != facts.system_identifier ||
-      header->checkpoint != facts.checkpoint)
+      (strict && header->checkpoint != facts.checkpoint))
     return FileCheck::kStale;
   return FileCheck::kGood;
 }
@@ -490,7 +445,7 @@ FileCheck RestoreRecords(Reader* reader, const FileHeader& header) {
   for (uint64 i = 0; i < header.records; ++i) {
     FileCheck check = ReadRecord(reader, &record, &crc);
     if (check != FileCheck::kGood) return check;
-    body += kHeadBytes + IdentityBytes(record);
+    body += kHeadBytes + MemoryRecordBytes(record);
     if (RestoreMemoryEntry(record)) {
       ++restored;
     } else {
@@ -502,14 +457,13 @@ FileCheck RestoreRecords(Reader* reader, const FileHeader& header) {
   return EQ_CRC32C(crc, header.crc) ? FileCheck::kGood : FileCheck::kChecksum;
 }
 
-// Loads the file renamed to kLoadingFile (left open in load_file); what is
-// wrong with it, if anything. A file found damaged after entries were made
-// leaves none of them.
-FileCheck LoadRenamedFile() {
-  load_file = AllocateFile(kLoadingFile, PG_BINARY_R);
+// Loads `path` (left open in load_file); what is wrong with it, if
+// anything. A file found damaged after entries were made leaves none of them.
+FileCheck LoadRenamedFile(const char* path, bool strict) {
+  load_file = AllocateFile(path, PG_BINARY_R);
   if (load_file == nullptr) return FileCheck::kHeader;
   FileHeader header{};
-  FileCheck check = CheckHeader(load_file, &header);
+  FileCheck check = CheckHeader(load_file, &header, strict);
   if (check != FileCheck::kGood) return check;
   // The tables, still empty, take the seeds the records are ordered by: each
   // entry then goes to the bucket after the last one's, and the tables grow
@@ -541,21 +495,16 @@ void ReportNotRenamed() {
                 blocked ? errhint("Remove \"%s\", which is in the way of every load.", kLoadingFile) : 0));
 }
 
-void LoadAtStartup() {
-  // What a load or a write that died left: never read.
-  unlink(kLoadingFile);
-  unlink(kTempFile);
-  if (rename(kStateFile, kLoadingFile) != 0) {
-    if (errno != ENOENT) ReportNotRenamed();
-    return;
-  }
+// Loads `path`, each entry as it is read; a file found damaged or an
+// error leaves none of its entries. Whether it loaded; *check what is wrong.
+bool LoadChecked(const char* path, bool strict, FileCheck* check_out, bool* failed_out) {
   MemoryContext old = CurrentMemoryContext;
   restored = 0;
   skipped = 0;
   volatile FileCheck check = FileCheck::kGood;
   volatile bool failed = false;
   PG_TRY();
-  { check = LoadRenamedFile(); }
+  { check = LoadRenamedFile(path, strict); }
   PG_CATCH();
   {
     MemoryContextSwitchTo(old);
@@ -580,25 +529,77 @@ void LoadAtStartup() {
   load_file = nullptr;
   if (load_buffer != nullptr) pfree(load_buffer);
   load_buffer = nullptr;
-  DetachSharedTables();
-  unlink(kLoadingFile);
+  *check_out = check;
+  *failed_out = failed;
+  return !failed && check == FileCheck::kGood;
+}
+
+// The load's one LOG line; `name` the file as the operator knows it, `from`
+// where its entries come from.
+void ReportLoad(const char* name, const char* from, FileCheck check, bool failed) {
   if (failed) {
     ereport(LOG,
             (errmsg("ratelimit: reading \"%s\" failed after %lld memory limits; memory limits start afresh",
-                    kStateFile, static_cast<long long>(restored))));
+                    name, static_cast<long long>(restored))));
   } else if (check == FileCheck::kStale) {
-    ereport(LOG,
-            (errmsg("ratelimit: \"%s\" is stale and was dropped; memory limits start afresh", kStateFile),
-             errdetail("%s", CheckDetail(FileCheck::kStale))));
+    ereport(LOG, (errmsg("ratelimit: \"%s\" is stale and was dropped; memory limits start afresh", name),
+                  errdetail("%s", CheckDetail(FileCheck::kStale))));
   } else if (check != FileCheck::kGood) {
-    ereport(LOG,
-            (errmsg("ratelimit: \"%s\" is damaged and was dropped; memory limits start afresh", kStateFile),
-             errdetail("%s", CheckDetail(static_cast<FileCheck>(check)))));
+    ereport(LOG, (errmsg("ratelimit: \"%s\" is damaged and was dropped; memory limits start afresh", name),
+                  errdetail("%s", CheckDetail(check))));
   } else {
-    ereport(LOG, (errmsg("ratelimit: %lld memory limits read back from the last shutdown",
-                         static_cast<long long>(restored)),
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits read back from %s", static_cast<long long>(restored),
+                         from),
                   skipped > 0 ? errdetail("%lld found no room.", static_cast<long long>(skipped)) : 0));
   }
+}
+
+// Renames `from` to `to` and syncs the directory; false (errno set) if the
+// rename failed. A failed directory sync leaves either name, both whole.
+bool RenameDurably(const char* from, const char* to) {
+  if (rename(from, to) != 0) return false;
+  (void)FsyncPath(".", true, false);
+  return true;
+}
+
+// Whether this start keeps what it reads as the base file until the worker
+// has logged it (memory_guard.cpp): with memory_durability = wal, on a
+// primary. A standby's entries come from its primary's WAL, and it logs
+// nothing of its own: its file is read once, as without durability.
+bool KeepsBase() { return MemoryDurabilityWal() && access(STANDBY_SIGNAL_FILE, F_OK) != 0; }
+
+// A base file left by a start whose worker had not logged every entry yet,
+// or by a crash recovery (no shutdown's file after it): read whole, kept.
+void LoadBase() {
+  FileCheck check;
+  bool failed;
+  if (!LoadChecked(kBaseFile, false, &check, &failed)) unlink(kBaseFile);
+  DetachSharedTables();
+  ReportLoad(kBaseFile, "\"ratelimit_memory.base\" (not yet in the WAL again)", check, failed);
+}
+
+void LoadAtStartup() {
+  // What a load or a write that died left: never read.
+  unlink(kLoadingFile);
+  unlink(kTempFile);
+  bool keep = KeepsBase();
+  if (!keep) unlink(kBaseFile);
+  if (rename(kStateFile, kLoadingFile) != 0) {
+    if (errno != ENOENT) {
+      ReportNotRenamed();
+    } else if (keep && access(kBaseFile, F_OK) == 0) {
+      LoadBase();
+    }
+    return;
+  }
+  // A shutdown's file is newer than any base file.
+  if (keep) unlink(kBaseFile);
+  FileCheck check;
+  bool failed;
+  bool loaded = LoadChecked(kLoadingFile, true, &check, &failed);
+  DetachSharedTables();
+  if (!(loaded && keep && RenameDurably(kLoadingFile, kBaseFile))) unlink(kLoadingFile);
+  ReportLoad(kStateFile, "the last shutdown", check, failed);
 }
 
 // After the shared tables are made (their hook runs first): in the
@@ -617,6 +618,55 @@ void RegisterMemoryPersistence() {
   if (!process_shared_preload_libraries_in_progress) return;
   previous_startup_hook = shmem_startup_hook;
   shmem_startup_hook = StartupPersistence;
+}
+
+void SaveRecoveredMemoryLimits() {
+  MemoryContext old = CurrentMemoryContext;
+  volatile int64 written = -1;
+  char* volatile raised = nullptr;
+  write_errno = 0;
+  renamed = false;
+  not_durable = nullptr;
+  PG_TRY();
+  { written = WriteStateFile(ReadControlFacts(), kBaseFile); }
+  PG_CATCH();
+  {
+    MemoryContextSwitchTo(old);
+    raised = CopyErrorData()->message;
+    LWLockReleaseAll();
+    FlushErrorState();
+    unlink(kTempFile);
+  }
+  PG_END_TRY();
+  if (written >= 0 && not_durable == nullptr) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits recovered, kept in \"%s\" until they are in the WAL "
+                         "again",
+                         static_cast<long long>(written), kBaseFile)));
+    return;
+  }
+  const char* detail =
+      "A crash before the worker \"ratelimit memory durability\" has logged them again loses those last "
+      "written before the latest checkpoint.";
+  if (raised != nullptr) {
+    ereport(LOG, (errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s", kBaseFile,
+                         raised),
+                  errdetail("%s", detail)));
+    return;
+  }
+  errno = write_errno;
+  ereport(LOG, (errcode_for_file_access(),
+                errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s%s%m", kBaseFile,
+                       not_durable != nullptr ? not_durable : "", not_durable != nullptr ? ": " : ""),
+                errdetail("%s", detail)));
+}
+
+void RemoveMemoryBase() {
+  if (unlink(kBaseFile) == 0) {
+    (void)FsyncPath(".", true, false);
+  } else if (errno != ENOENT) {
+    ereport(LOG, (errcode_for_file_access(), errmsg("ratelimit: could not remove \"%s\": %m", kBaseFile),
+                  errdetail("Every memory limit is in the WAL again; the file would be read after a crash.")));
+  }
 }
 
 }  // namespace ratelimit_pg

@@ -15,4 +15,17 @@ namespace ratelimit_pg {
 // In _PG_init, after RequestSharedTables; only with the preload.
 void RegisterMemoryPersistence();
 
+// With ratelimit.memory_durability = wal (memory_wal.h), on a primary: the
+// entries a start reads back are kept in $PGDATA/ratelimit_memory.base,
+// and read again after a crash, until the worker has logged every entry
+// (a checkpoint after the start would otherwise leave them out of the WAL
+// a crash recovery replays); so are those a crash recovery ends with, for
+// the end-of-recovery checkpoint, which runs before any worker can.
+
+// At the end of a crash recovery (the startup process): the entries saved
+// as the base file. Never raises; says what it did in one LOG line.
+void SaveRecoveredMemoryLimits();
+// The worker has logged every entry: the base file goes.
+void RemoveMemoryBase();
+
 }  // namespace ratelimit_pg

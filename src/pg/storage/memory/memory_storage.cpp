@@ -33,6 +33,7 @@
 
 #include "storage/memory/memory_errors.h"
 #include "storage/memory/memory_names.h"
+#include "storage/memory/memory_wal.h"
 #include "shmem/shared_tables.h"
 #include "shmem/slot_quota.h"
 #include "storage/row_codec.h"
@@ -40,11 +41,17 @@
 #include "support/errors.h"
 
 extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "utils/wait_event.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
 }
 
 namespace ratelimit_pg {
@@ -87,8 +94,11 @@ struct EntryOf {
   uint8 name_len;
   uint8 key_len;
   char bytes[Capacity];
-  uint8 inline_share;  // made under a caller's inline config (a slot of the callers' share)
-  uint8 keep_prev;     // the RowWrite's
+  // Bit 0: made under a caller's inline config (a slot of the callers'
+  // share). Bits 1-7: the log epoch of the entry's last WAL record
+  // (memory_guard.cpp re-logs an entry whose epoch is not the current one).
+  uint8 inline_share;
+  uint8 keep_prev;  // the RowWrite's
   PackedRow row;
 };
 using CompactEntry = EntryOf<kCompactBytes>;
@@ -131,6 +141,13 @@ struct MemoryHeader {
   pg_atomic_uint64 next_idle_at;
   pg_atomic_uint32 sweeps;
   pg_atomic_uint64 incarnations;  // the last one given (of both tables)
+  // With ratelimit.memory_durability = wal (memory_wal.h): the log epoch
+  // (moved by memory_guard.cpp at each checkpoint it covers), and whether
+  // its worker has logged every entry since the server started, without
+  // which no write is logged (sleepers on durable_changed).
+  pg_atomic_uint32 log_epoch;
+  pg_atomic_uint32 durable;
+  ConditionVariable durable_changed;
 };
 
 struct LongHeader {
@@ -162,9 +179,14 @@ PackedRow* RowIn(void* entry, const Layout& layout) {
 const PackedRow* RowIn(const void* entry, const Layout& layout) {
   return reinterpret_cast<const PackedRow*>(static_cast<const char*>(entry) + layout.row_offset);
 }
+constexpr uint8 kInlineShareBit = 1;
+
 bool InlineShare(const void* entry, const Layout& layout) {
-  return FlagsIn(const_cast<void*>(entry), layout)[0] != 0;
+  return (FlagsIn(const_cast<void*>(entry), layout)[0] & kInlineShareBit) != 0;
 }
+
+// An epoch as the entry's flag bits 1-7 hold it.
+uint8 EpochBits(uint32 epoch) { return static_cast<uint8>((epoch & 0x7F) << 1); }
 int KeyLen(const IdentityKey& key) { return key.key_len == kNullKey ? -1 : key.key_len; }
 
 // The RowWrite an entry holds.
@@ -179,6 +201,19 @@ RowWrite RowOf(const void* entry, const Layout& layout) {
   write.idle_at = row->idle_at;
   write.period = row->period;
   return write;
+}
+
+// The record of an entry (its bytes are the entry's).
+MemoryRecord RecordOf(const void* entry, const Layout& layout) {
+  const IdentityKey& key = KeyIn(entry);
+  MemoryRecord record{};
+  record.database = key.database;
+  record.name_len = key.name_len;
+  record.key_len = KeyLen(key);
+  record.bytes = BytesIn(entry);
+  record.row = RowOf(entry, layout);
+  record.inline_share = InlineShare(entry, layout);
+  return record;
 }
 
 // The hash of the key's bytes (database, lengths, name and key) under the
@@ -203,6 +238,9 @@ void InitHeader(void* memory) {
   pg_atomic_init_u64(&header->next_idle_at, 0);
   pg_atomic_init_u32(&header->sweeps, 0);
   pg_atomic_init_u64(&header->incarnations, 0);
+  pg_atomic_init_u32(&header->log_epoch, 0);
+  pg_atomic_init_u32(&header->durable, 0);
+  ConditionVariableInit(&header->durable_changed);
 }
 
 void InitLongHeader(void* memory) {
@@ -391,6 +429,38 @@ int64 SweepIdle(const Tables& tables, Micros now, Oid database) {
   return deleted;
 }
 
+// The databases a sweep looks at for having been dropped, at most.
+constexpr int kMostDatabasesChecked = 64;
+
+// Adds the database of each entry of `table` to databases[] (up to the most).
+void CollectDatabases(dshash_table* table, Oid* databases, int* count) {
+  dshash_seq_status scan;
+  dshash_seq_init(&scan, table, false);
+  while (void* entry = dshash_seq_next(&scan)) {
+    Oid database = KeyIn(entry).database;
+    bool known = false;
+    for (int i = 0; i < *count && !known; ++i) known = databases[i] == database;
+    if (!known && *count < kMostDatabasesChecked) databases[(*count)++] = database;
+  }
+  dshash_seq_term(&scan);
+}
+
+// Without the preload a DROP DATABASE or DROP EXTENSION is seen only by a
+// backend that loaded the library (api/object_drops.cpp): a full table
+// also forgets the entries of databases that no longer exist (looked up
+// with no lock of the tables held). How many it removed.
+int64 ForgetDroppedDatabases(const Tables& tables) {
+  if (SharedTablesPreloaded() || !IsTransactionState()) return 0;
+  Oid databases[kMostDatabasesChecked];
+  int count = 0;
+  for (const Layout* layout : kLayouts) CollectDatabases(tables.For(*layout), databases, &count);
+  int64 forgotten = 0;
+  for (int i = 0; i < count; ++i)
+    if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(databases[i])))
+      forgotten += SweepIdle(tables, PG_INT64_MAX, databases[i]);
+  return forgotten;
+}
+
 // The entry of `key`, found or inserted as a placeholder, its partition
 // lock held exclusively. May raise (no memory left in the area) before
 // anything is inserted or counted.
@@ -407,19 +477,54 @@ void* FindOrInsert(dshash_table* table, const Layout& layout, const IdentityKey&
 
 uint64 NewIncarnation() { return pg_atomic_add_fetch_u64(&header->incarnations, 1); }
 
+// Logs an entry's state (its partition lock held exclusively) and marks it
+// with the epoch read before the record was inserted: if that is the
+// current one, the record is past the redo point of every checkpoint the
+// epoch covers (memory_guard.cpp).
+void LogWrite(void* entry, const Layout& layout) {
+  uint32 epoch = pg_atomic_read_u32(&header->log_epoch);
+  XLogRecPtr end = LogMemoryEntry(RecordOf(entry, layout));
+  // An abort's refund: no commit of this transaction will ask for the
+  // flush, so ask for it as an asynchronous commit does.
+  if (!IsTransactionState()) XLogSetAsyncXactLSN(end);
+  uint8* flags = FlagsIn(entry, layout);
+  flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));
+}
+
+// How long a write waits for the worker that makes memory limits durable.
+constexpr long kDurableWaitMs = 10000;
+
+// With durability on, a write waits until the worker has logged every entry
+// since the server started (memory_guard.cpp): until then a checkpoint could
+// leave an entry last written before it out of the WAL replayed after it.
+// An abort's refund (no transaction state: pending_grants' callbacks) never
+// waits nor fails: its grant was logged, so the worker was there.
+void WaitUntilDurable() {
+  if (pg_atomic_read_u32(&header->durable) != 0 || !IsTransactionState()) return;
+  TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kDurableWaitMs);
+  ConditionVariablePrepareToSleep(&header->durable_changed);
+  while (pg_atomic_read_u32(&header->durable) == 0) {
+    long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+    if (left <= 0 || ConditionVariableTimedSleep(&header->durable_changed, left, PG_WAIT_EXTENSION)) break;
+  }
+  ConditionVariableCancelSleep();
+  if (pg_atomic_read_u32(&header->durable) == 0) RaiseMemoryNotDurable();
+}
+
 // Makes a placeholder live with `write`, if there is room (taken under its
 // lock: its name's count, then slots); what TakeRoom says. Without room
 // the placeholder is deleted (its lock with it).
 ModifyResult MakeLive(dshash_table* table, const Layout& layout, void* entry, const NewRowRoom& room,
-                      uint64 incarnation, const RowWrite& write) {
+                      uint64 incarnation, const RowWrite& write, bool log) {
   ModifyResult taken = TakeRoom(KeyIn(entry), layout, room);
   if (taken != ModifyResult::kDone) {
     dshash_delete_entry(table, entry);
     return taken;
   }
   RowIn(entry, layout)->incarnation = incarnation;
-  FlagsIn(entry, layout)[0] = room.inline_share ? 1 : 0;
+  FlagsIn(entry, layout)[0] = room.inline_share ? kInlineShareBit : 0;
   Store(entry, layout, write);
+  if (log) LogWrite(entry, layout);
   dshash_release_lock(table, entry);
   return ModifyResult::kDone;
 }
@@ -454,6 +559,8 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
   const Layout& layout = LayoutOf(key);
   Tables tables = TablesOrRaise();
   dshash_table* table = tables.For(layout);
+  bool log = LogMemoryWrites();
+  if (log) WaitUntilDurable();
   bool swept = false;
   for (;;) {
     CHECK_FOR_INTERRUPTS();
@@ -466,7 +573,10 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
     }
     RowWrite write;
     if (Live(entry, layout)) {
-      if (step(StoredOf(entry, layout), context, &write)) Store(entry, layout, write);
+      if (step(StoredOf(entry, layout), context, &write)) {
+        Store(entry, layout, write);
+        if (log) LogWrite(entry, layout);
+      }
       dshash_release_lock(table, entry);
       return ModifyResult::kDone;
     }
@@ -477,13 +587,19 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
       dshash_delete_entry(table, entry);
       return ModifyResult::kDone;
     }
-    ModifyResult taken = MakeLive(table, layout, entry, room, none.incarnation, write);
+    ModifyResult taken = MakeLive(table, layout, entry, room, none.incarnation, write, log);
     if (taken == ModifyResult::kDone) return taken;
-    // Full: sweep the idle entries out (no lock held now), unless none can be idle yet.
+    // Full: sweep the idle entries out (no lock held now), unless none can be
+    // idle yet, and those of dropped databases.
     Micros now = MemorySweepClock();
-    if (swept || !SweepMayFree(now)) return taken;
-    SweepIdle(tables, now, InvalidOid);
+    if (swept) return taken;
     swept = true;
+    bool tried = ForgetDroppedDatabases(tables) > 0;
+    if (SweepMayFree(now)) {
+      SweepIdle(tables, now, InvalidOid);
+      tried = true;
+    }
+    if (!tried) return taken;
   }
 }
 
@@ -493,9 +609,12 @@ bool DeleteLimit(const LimitId& id) {
   if (tables.of[0] == nullptr || !TryKeyOf(id, &key)) return false;  // none can be stored
   const Layout& layout = LayoutOf(key);
   dshash_table* table = tables.For(layout);
+  bool log = LogMemoryWrites();
+  if (log) WaitUntilDurable();
   void* entry = dshash_find(table, &key, true);
   if (entry == nullptr) return false;
   bool live = Live(entry, layout);
+  if (live && log) LogMemoryDelete(RecordOf(entry, layout));
   DeleteEntry(table, layout, entry);
   return live;
 }
@@ -566,6 +685,16 @@ void ScanStatus(StatusRowSink sink, void* context) {
   pfree(copied[1]);
 }
 
+// Storage::forget_database: attaches the tables while the DROP runs, so
+// that its commit only deletes and logs, which cannot raise.
+void ForgetDroppedDatabase(Oid database, bool at_commit) {
+  if (!at_commit) {
+    (void)TablesOrNull();
+    return;
+  }
+  (void)ForgetMemoryDatabase(database, true);
+}
+
 constexpr Storage kMemoryStorage = {
     .name = "memory",
     .undo = Undo::kByRefund,
@@ -582,6 +711,7 @@ constexpr Storage kMemoryStorage = {
     .raise_no_room = RaiseMemoryNoRoom,
     .raise_uncommitted_config = RaiseMemoryUncommittedConfig,
     .raise_prepare_refused = RaiseMemoryPrepareRefused,
+    .forget_database = ForgetDroppedDatabase,
 };
 
 }  // namespace
@@ -618,15 +748,7 @@ int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context) {
     dshash_seq_init(&scan, tables.For(*layout), false);
     while (void* entry = dshash_seq_next(&scan)) {
       if (!Live(entry, *layout) || IdleAt(entry, *layout, now)) continue;
-      const IdentityKey& key = KeyIn(entry);
-      MemoryRecord record{};
-      record.database = key.database;
-      record.name_len = key.name_len;
-      record.key_len = KeyLen(key);
-      record.bytes = BytesIn(entry);
-      record.row = RowOf(entry, *layout);
-      record.inline_share = InlineShare(entry, *layout);
-      if (!visit(record, context)) {
+      if (!visit(RecordOf(entry, *layout), context)) {
         dshash_seq_term(&scan);
         return -1;
       }
@@ -654,8 +776,8 @@ bool RestoreMemoryEntry(const MemoryRecord& record) {
     dshash_release_lock(table, entry);
     return false;
   }
-  return MakeLive(table, layout, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row) ==
-         ModifyResult::kDone;
+  return MakeLive(table, layout, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row,
+                  false) == ModifyResult::kDone;
 }
 
 void MemoryTableSeeds(uint64* compact, uint64* long_seed) {
@@ -681,6 +803,116 @@ void ForgetMemoryEntries() {
   // Nor does a dropped file's header stay: the tables, empty again, take
   // seeds drawn now, as at a start without a file.
   SetMemoryTableSeeds(NewTableSeed(), NewTableSeed());
+}
+
+// ---- durability: what memory_redo.cpp and memory_guard.cpp need ----
+
+namespace {
+
+// Whether a new entry of `layout` has room, counted as the load's and a
+// call's TakeRoom counts it: redo inserts only then, so that its insert
+// stays within the memory reserved for the bounds.
+bool RoomForNew(const Layout& layout) {
+  if (pg_atomic_read_u32(&header->slots.used) >= static_cast<uint32>(memory_max_keys)) return false;
+  return &layout != &kLong || pg_atomic_read_u32(&long_header->slots.used) < static_cast<uint32>(PartMost());
+}
+
+// Redo's insert of a new live entry; false without room.
+bool InsertForRedo(const Tables& tables, const Layout& layout, const IdentityKey& key,
+                   const MemoryRecord& record) {
+  dshash_table* table = tables.For(layout);
+  if (!RoomForNew(layout)) return false;
+  void* entry = FindOrInsert(table, layout, key);
+  if (Live(entry, layout)) {  // made meanwhile (a standby's own call)
+    Store(entry, layout, record.row);
+    dshash_release_lock(table, entry);
+    return true;
+  }
+  return MakeLive(table, layout, entry, NewRowRoom{record.inline_share, 0}, NewIncarnation(), record.row,
+                  false) == ModifyResult::kDone;
+}
+
+}  // namespace
+
+RedoOutcome ApplyMemoryRecord(const MemoryRecord& record, Micros now) {
+  Tables tables = TablesOrNull();
+  IdentityKey key;
+  if (tables.of[0] == nullptr || !TryMakeKey(record.database, record.name_len, record.key_len, record.bytes,
+                                             record.bytes + std::max(0, record.name_len), &key))
+    return RedoOutcome::kNoRoom;
+  const Layout& layout = LayoutOf(key);
+  dshash_table* table = tables.For(layout);
+  void* entry = dshash_find(table, &key, true);
+  if (now >= record.row.idle_at) {  // the same as no entry
+    if (entry != nullptr) DeleteEntry(table, layout, entry);
+    return RedoOutcome::kIdle;
+  }
+  if (entry != nullptr && Live(entry, layout)) {
+    Store(entry, layout, record.row);
+    dshash_release_lock(table, entry);
+    return RedoOutcome::kApplied;
+  }
+  if (entry != nullptr) dshash_delete_entry(table, entry);  // a placeholder
+  if (InsertForRedo(tables, layout, key, record)) return RedoOutcome::kApplied;
+  // Full: idle entries out (as a call's sweep), and once more.
+  if (SweepMayFree(now) && SweepIdle(tables, now, InvalidOid) > 0 && InsertForRedo(tables, layout, key, record))
+    return RedoOutcome::kApplied;
+  return RedoOutcome::kNoRoom;
+}
+
+bool RemoveMemoryIdentity(const MemoryRecord& identity) {
+  Tables tables = TablesOrNull();
+  IdentityKey key;
+  if (tables.of[0] == nullptr ||
+      !TryMakeKey(identity.database, identity.name_len, identity.key_len, identity.bytes,
+                  identity.bytes + std::max(0, identity.name_len), &key))
+    return false;
+  const Layout& layout = LayoutOf(key);
+  dshash_table* table = tables.For(layout);
+  void* entry = dshash_find(table, &key, true);
+  if (entry == nullptr) return false;
+  DeleteEntry(table, layout, entry);
+  return true;
+}
+
+int64 ForgetMemoryDatabase(Oid database, bool log) {
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr || database == InvalidOid) return 0;
+  int64 deleted = SweepIdle(tables, PG_INT64_MAX, database);  // each of its entries is idle at the end of time
+  if (log && LogMemoryWrites()) LogMemoryForgetDatabase(database);
+  return deleted;
+}
+
+uint32 BeginMemoryLogEpoch() {
+  if (TablesOrNull().of[0] == nullptr) return 0;
+  return pg_atomic_add_fetch_u32(&header->log_epoch, 1);
+}
+
+int64 RelogStaleMemoryEntries(uint32 epoch, Micros now, XLogRecPtr* end) {
+  *end = InvalidXLogRecPtr;
+  Tables tables = TablesOrNull();
+  if (tables.of[0] == nullptr) return 0;
+  int64 logged = 0;
+  for (const Layout* layout : kLayouts) {
+    dshash_seq_status scan;
+    dshash_seq_init(&scan, tables.For(*layout), true);
+    while (void* entry = dshash_seq_next(&scan)) {
+      uint8* flags = FlagsIn(entry, *layout);
+      if (!Live(entry, *layout) || IdleAt(entry, *layout, now) || (flags[0] & ~kInlineShareBit) == EpochBits(epoch))
+        continue;
+      *end = LogMemoryEntry(RecordOf(entry, *layout));
+      flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));
+      ++logged;
+    }
+    dshash_seq_term(&scan);
+  }
+  return logged;
+}
+
+void SetMemoryDurable(bool durable) {
+  if (TablesOrNull().of[0] == nullptr) return;
+  pg_atomic_write_u32(&header->durable, durable ? 1 : 0);
+  ConditionVariableBroadcast(&header->durable_changed);
 }
 
 }  // namespace ratelimit_pg

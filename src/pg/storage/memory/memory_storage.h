@@ -8,7 +8,12 @@
 // (memory_persist.h).
 #pragma once
 
+#include "storage/memory/memory_record.h"
 #include "storage/seam.h"
+
+extern "C" {
+#include "access/xlogdefs.h"
+}
 
 namespace ratelimit_pg {
 
@@ -17,15 +22,6 @@ namespace ratelimit_pg {
 void DefineMemoryStorage();
 const Storage& MemoryStorage();
 
-// One entry as memory_persist.cpp saves and restores it.
-struct MemoryRecord {
-  Oid database;
-  int32 name_len;
-  int32 key_len;      // -1: the NULL key
-  const char* bytes;  // the name, then the key
-  RowWrite row;
-  bool inline_share;
-};
 using MemoryEntryVisitor = bool (*)(const MemoryRecord& record, void* context);
 
 // For memory_persist.cpp: hands every live entry (not idle at `now`) to
@@ -54,5 +50,29 @@ void SetMemoryTableSeeds(uint64 compact, uint64 long_seed);
 // damaged after entries were made or the load fails (it runs in the
 // postmaster before any connection, so the entries are the load's).
 void ForgetMemoryEntries();
+
+// ---- durability (memory_wal.h) ----
+
+// What redo did with a record.
+enum class RedoOutcome { kApplied, kIdle, kNoRoom };
+// Redo of an entry's logged state: the entry holds it (made if there is
+// room, within the same bounds as a call's), or, if the state is idle at
+// `now`, is removed. Never raises for want of room.
+RedoOutcome ApplyMemoryRecord(const MemoryRecord& record, Micros now);
+// Removes the entry of an identity (a logged reset); whether there was one.
+bool RemoveMemoryIdentity(const MemoryRecord& identity);
+// Removes every entry of `database`, giving back what each counted (a
+// dropped database or extension; logged when `log` and writes are logged);
+// how many.
+int64 ForgetMemoryDatabase(Oid database, bool log);
+// The log epoch moves on (memory_guard.cpp, at a checkpoint's redo point);
+// the new one.
+uint32 BeginMemoryLogEpoch();
+// Logs every live entry whose last record is of an earlier epoch, and
+// marks it with `epoch`; how many, and in *end the last record's end.
+int64 RelogStaleMemoryEntries(uint32 epoch, Micros now, XLogRecPtr* end);
+// Whether writes may be logged: set once every entry was logged since the
+// start (writes wait until then), cleared when the worker stops.
+void SetMemoryDurable(bool durable);
 
 }  // namespace ratelimit_pg

@@ -1,0 +1,73 @@
+// Memory limits' WAL records (memory_wal.h): what is logged, and when.
+#include <cstring>
+
+#include "storage/memory/memory_wal.h"
+
+#include "shmem/shared_tables.h"
+
+extern "C" {
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+}
+
+namespace ratelimit_pg {
+namespace {
+
+enum Durability { kDurabilityOff, kDurabilityWal };
+
+const config_enum_entry kDurabilityOptions[] = {
+    {"off", kDurabilityOff, false}, {"wal", kDurabilityWal, false}, {nullptr, 0, false}};
+
+int durability = kDurabilityWal;
+
+// Appends the record's data and inserts it.
+XLogRecPtr Insert(uint8 kind, const char* data, int len) {
+  XLogBeginInsert();
+  XLogRegisterData(const_cast<char*>(data), len);
+  return XLogInsert(static_cast<RmgrId>(kMemoryRmgrId), kind);
+}
+
+}  // namespace
+
+void DefineMemoryDurabilityGuc() {
+  DefineCustomEnumVariable(
+      "ratelimit.memory_durability", "How memory limits survive a crash and a failover.",
+      "wal: every write of a memory limit is a WAL record, replayed after a crash and on standbys (needs "
+      "shared_preload_libraries = 'ratelimit'). off: memory limits keep their state across a clean restart "
+      "only; a crash or a failover starts them full.",
+      &durability, kDurabilityWal, kDurabilityOptions, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+}
+
+bool MemoryDurabilityWal() { return durability == kDurabilityWal; }
+
+bool LogMemoryWrites() {
+  return durability == kDurabilityWal && SharedTablesPreloaded() && !RecoveryInProgress();
+}
+
+XLogRecPtr LogMemoryEntry(const MemoryRecord& record) {
+  char data[kMemoryRecordHeadBytes + 256];
+  PackMemoryRecordHead(record, data);
+  int len = MemoryRecordBytes(record);
+  std::memcpy(data + kMemoryRecordHeadBytes, record.bytes, len);
+  return Insert(kWalEntries, data, kMemoryRecordHeadBytes + len);
+}
+
+void LogMemoryDelete(const MemoryRecord& identity) {
+  char data[sizeof(WalDeleteHead) + 256];
+  WalDeleteHead head{identity.database, identity.name_len, identity.key_len};
+  std::memcpy(data, &head, sizeof head);
+  int len = MemoryRecordBytes(identity);
+  std::memcpy(data + sizeof head, identity.bytes, len);
+  (void)Insert(kWalDelete, data, static_cast<int>(sizeof head) + len);
+}
+
+void LogMemoryForgetDatabase(Oid database) {
+  XLogRecPtr end = Insert(kWalForgetDatabase, reinterpret_cast<const char*>(&database), sizeof database);
+  // Not tied to a transaction that flushes it: flushed within the WAL
+  // writer's delay, as an asynchronous commit is.
+  XLogSetAsyncXactLSN(end);
+}
+
+}  // namespace ratelimit_pg
