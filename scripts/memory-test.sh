@@ -176,7 +176,7 @@ restarts_keep_or_lose_memory() {
   [ "$(restart_limit_values)" = "7.00 7.00 7.00" ] ||
     { echo "FAIL: after a clean restart the values are $(restart_limit_values), not 7 7 7" >&2; rc=1; }
   # The server logs how many it wrote and read back: the same number.
-  written=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits written for the next start.*/\1/p' "$CLUSTER_DIR/server.log")
+  written=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits written for the next start.*/\1/p' "$CLUSTER_DIR/server.log" | tail -1)
   read_back=$(sed -nE 's/.*ratelimit: ([0-9]+) memory limits read back from the last shutdown.*/\1/p' "$CLUSTER_DIR/server.log" | tail -1)
   if [ -z "$written" ] || [ "$written" -lt 3 ] || [ "$written" != "$read_back" ]; then
     echo "FAIL: the server wrote ${written:-no} memory limits at shutdown and read ${read_back:-none} back" >&2
