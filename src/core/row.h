@@ -11,7 +11,7 @@ namespace ratelimit {
 double Capacity(const LimitConfig& config) noexcept;
 
 // The deepest deficit a reservation may leave: maxReserved (if given),
-// bounded by what refills within the horizon. 0 for sliding windows.
+// bounded by what refills within the horizon. 0 for a kind that cannot reserve.
 double MaxDeficit(const LimitConfig& config) noexcept;
 
 // The state a never-used row starts in at clock `now` (the same as no row).
