@@ -26,8 +26,7 @@ using Store = std::map<int, StoredRow>;
 
 LimitConfig RandomConfig(Rng& rng) {
   const Micros periods[] = {kSecond, 10 * kSecond, kMinute, kHour};
-  const KindId kinds[] = {kTokenBucket, kFixedWindow, kSlidingWindow};
-  KindId kind = kinds[rng() % 3];
+  KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
   LimitConfig c = Config(kind, static_cast<double>(1 + rng() % 100), periods[rng() % 4]);
   if (kind != kSlidingWindow && Chance(rng, 0.5)) c = WithCapacity(c, static_cast<double>(rng() % 500));
   if (kind != kSlidingWindow && Chance(rng, 0.4)) c = WithMaxReserved(c, static_cast<double>(rng() % 200));

@@ -304,7 +304,7 @@ TEST(DecideShards, OneInputDecidesLikeASingleRow) {
   std::mt19937_64 rng(0x5eed0103);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 4000; ++i) {
-    const KindId kind = kBuiltInKinds[rng() % 3];
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     const Micros period = 1 + static_cast<Micros>(rng() % (2 * kHour));
     LimitConfig c = Config(kind, std::pow(10.0, unit(rng) * 8 - 2), period);
     if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);

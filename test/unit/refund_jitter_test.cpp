@@ -352,7 +352,7 @@ TEST(InitialState, DecidesLikeAMissingRow) {
   std::mt19937_64 rng(0x5eed0302);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 20000; ++i) {
-    const KindId kind = kBuiltInKinds[rng() % 3];
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     const Micros period = 1 + static_cast<Micros>(rng() % (2 * kDay));
     const double rate = unit(rng) < 0.1 ? kMaxMagnitude : std::pow(10.0, unit(rng) * 12 - 4);
     LimitConfig c = Config(kind, rate, period);

@@ -238,7 +238,7 @@ TEST(ShardsCanEverGrant, AgreesWithDecideShardsOnFullShards) {
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 3000; ++i) {
     const int n = 2 + static_cast<int>(rng() % 30);
-    const KindId kind = kBuiltInKinds[rng() % 3];
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     LimitConfig c = Config(kind, std::pow(10.0, unit(rng) * 8 - 2), kMinute);
     if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
     if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -35,6 +36,7 @@ inline KindId KindNamed(const char* name) {
 inline const KindId kTokenBucket = KindNamed("token bucket");
 inline const KindId kFixedWindow = KindNamed("fixed window");
 inline const KindId kSlidingWindow = KindNamed("sliding window");
+// Every built-in kind, for the tests that run over all of them.
 inline const KindId kBuiltInKinds[] = {kTokenBucket, kFixedWindow, kSlidingWindow};
 
 inline LimitConfig Config(KindId kind, double rate, Micros period) {

@@ -26,18 +26,22 @@ double FixedWindowTokens(const LimitConfig& config, const LimitState& base, Micr
   return std::min(base.value + config.rate * static_cast<double>(windows), WindowSize(config));
 }
 
+// Empty to full: whole windows of rate each.
 double RefillMicros(const LimitConfig& config) {
   return std::ceil(WindowSize(config) / config.rate) * static_cast<double>(config.period);
 }
 
+// A deficit refills by whole windows: rate per window the horizon holds.
 double Refillable(const LimitConfig& config) {
   return config.rate * std::floor(static_cast<double>(kHorizonMicros) / static_cast<double>(config.period));
 }
 
+// Full, in the window containing now.
 LimitState Initial(const LimitConfig& config, Micros now, Micros origin) {
   return LimitState{true, WindowSize(config), WindowStartFor(now, origin, config.period), 0};
 }
 
+// The stored window's tokens plus rate per window since, capped.
 View ViewOf(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) {
   View v = detail::ViewBase(state, now, [&] { return Initial(config, now, origin); });
   Micros windows = (v.eff - v.base.ts) / config.period;
@@ -46,25 +50,31 @@ View ViewOf(const LimitConfig& config, const LimitState& state, Micros now, Micr
   return v;
 }
 
+// What is left may go down to -deficit.
 bool CanTake(const LimitConfig&, const View& view, double count, double deficit) {
   return view.avail - count >= -deficit;
 }
 
+// The tokens left, in the current window.
 LimitState Take(const LimitConfig&, const View& view, double take) {
   return LimitState{true, view.avail - take, view.window_start, 0};
 }
 
+// Exactly `level` tokens, in the current window.
 LimitState LeaveAt(const LimitConfig&, const View& view, double level) {
   return LimitState{true, level, view.window_start, 0};
 }
 
+// Up to capacity, never below what is there now.
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) {
   double value = std::max(view.avail, std::min(view.avail + amount, WindowSize(config)));
   return LimitState{true, value, view.window_start, 0};
 }
 
+// Up to capacity.
 double RefundRoom(const LimitConfig& config, const View& view) { return WindowSize(config) - view.avail; }
 
+// The start of the first window holding count - deficit (never before the effective now).
 Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double deficit) {
   const LimitState& base = view.base;
   Micros first = (view.window_start - base.ts) / config.period;
@@ -74,6 +84,7 @@ Micros WhenAvailable(const LimitConfig& config, const View& view, double count, 
   return std::max(view.eff, base.ts + windows * config.period);
 }
 
+// `tokens` in the window containing eff.
 LimitState Holding(const LimitConfig& config, Micros origin, Micros eff, double tokens) {
   LimitState state = Initial(config, eff, origin);
   state.value = tokens;

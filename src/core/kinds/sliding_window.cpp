@@ -32,12 +32,15 @@ double SlidingUsed(const LimitConfig& config, const LimitState& base, Micros t) 
 // Both windows empty: two periods.
 double RefillMicros(const LimitConfig& config) { return 2 * static_cast<double>(config.period); }
 
+// It cannot reserve: no deficit.
 double Refillable(const LimitConfig&) { return 0; }
 
+// Nothing counted, in the window containing now.
 LimitState Initial(const LimitConfig& config, Micros now, Micros origin) {
   return LimitState{true, 0, WindowStartFor(now, origin, config.period), 0};
 }
 
+// The counts shifted into the current window, and what they use now.
 View ViewOf(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) {
   View v = detail::ViewBase(state, now, [&] { return Initial(config, now, origin); });
   Micros windows = (v.eff - v.base.ts) / config.period;
@@ -54,14 +57,17 @@ bool CanTake(const LimitConfig& config, const View& view, double count, double) 
   return view.used + count <= config.rate;
 }
 
+// The current window counts `take` more.
 LimitState Take(const LimitConfig&, const View& view, double take) {
   return LimitState{true, view.current + take, view.window_start, view.previous};
 }
 
+// Counted so that exactly `level` tokens remain.
 LimitState LeaveAt(const LimitConfig& config, const View& view, double level) {
   return Take(config, view, view.avail - level);
 }
 
+// The current window counts less, never below zero.
 LimitState GiveBack(const LimitConfig&, const View& view, double amount) {
   return LimitState{true, std::max(0.0, view.current - amount), view.window_start, view.previous};
 }
@@ -69,6 +75,7 @@ LimitState GiveBack(const LimitConfig&, const View& view, double amount) {
 // Only as much as the current window counted.
 double RefundRoom(const LimitConfig&, const View& view) { return view.current; }
 
+// The first microsecond the sliding window has room for count.
 Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double) {
   Micros slid_out = view.window_start + 2 * config.period;  // both windows are empty by then
   return FirstWhere(view.eff, std::max(view.eff, slid_out),

@@ -24,18 +24,22 @@ double RefillTokens(const LimitConfig& config, double value, Micros elapsed) {
   return std::min(value + refill, BucketSize(config));
 }
 
+// Empty to full: capacity / rate periods.
 double RefillMicros(const LimitConfig& config) {
   return BucketSize(config) / config.rate * static_cast<double>(config.period);
 }
 
+// A deficit refills continuously: rate per period over the whole horizon.
 double Refillable(const LimitConfig& config) {
   return static_cast<double>(kHorizonMicros) / static_cast<double>(config.period) * config.rate;
 }
 
+// Full, at now.
 LimitState Initial(const LimitConfig& config, Micros now, Micros) {
   return LimitState{true, BucketSize(config), now, 0};
 }
 
+// Refilled from the stored value up to now; the "window" is now itself.
 View ViewOf(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) {
   View v = detail::ViewBase(state, now, [&] { return Initial(config, now, origin); });
   v.avail = RefillTokens(config, v.base.value, v.eff - v.base.ts);
@@ -43,25 +47,31 @@ View ViewOf(const LimitConfig& config, const LimitState& state, Micros now, Micr
   return v;
 }
 
+// What is left may go down to -deficit.
 bool CanTake(const LimitConfig&, const View& view, double count, double deficit) {
   return view.avail - count >= -deficit;
 }
 
+// The tokens left, at the effective now.
 LimitState Take(const LimitConfig&, const View& view, double take) {
   return LimitState{true, view.avail - take, view.eff, 0};
 }
 
+// Exactly `level` tokens, at the effective now.
 LimitState LeaveAt(const LimitConfig&, const View& view, double level) {
   return LimitState{true, level, view.eff, 0};
 }
 
+// Up to capacity, never below what is there now.
 LimitState GiveBack(const LimitConfig& config, const View& view, double amount) {
   double value = std::max(view.avail, std::min(view.avail + amount, BucketSize(config)));
   return LimitState{true, value, view.eff, 0};
 }
 
+// Up to capacity.
 double RefundRoom(const LimitConfig& config, const View& view) { return BucketSize(config) - view.avail; }
 
+// The first microsecond the refill reaches count - deficit.
 Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double deficit) {
   const LimitState& base = view.base;
   // The refill is linear: the moment it reaches what is needed is the
@@ -75,6 +85,7 @@ Micros WhenAvailable(const LimitConfig& config, const View& view, double count, 
   });
 }
 
+// `tokens` at eff.
 LimitState Holding(const LimitConfig& config, Micros origin, Micros eff, double tokens) {
   LimitState state = Initial(config, eff, origin);
   state.value = tokens;

@@ -302,10 +302,10 @@ double JsonbNumberToDouble(const JsonbValue& value) {
 
 void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
   *out = LimitConfig{};
-  if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))  // the example: the registry's first kind
+  if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))  // the example: the default kind
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("config must be a JSON object"),
                     errdetail("For example {\"kind\": \"%s\", \"rate\": 10, \"period\": 60000}.",
-                              ratelimit::KindName(ratelimit::KindAt(0)))));
+                              ratelimit::KindName(LimitConfig{}.kind))));
   JsonbIterator* it = JsonbIteratorInit(&config->root);
   JsonbValue key;
   JsonbValue value;
