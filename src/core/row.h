@@ -7,7 +7,7 @@
 
 namespace ratelimit {
 
-// The bucket size: capacity when given, else rate.
+// The most a row holds: capacity when given (and the kind takes one), else rate.
 double Capacity(const LimitConfig& config) noexcept;
 
 // The deepest deficit a reservation may leave: maxReserved (if given),
