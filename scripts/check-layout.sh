@@ -3,7 +3,14 @@
 #   - every src/core and src/pg module x.cpp has its header: x.h beside it,
 #     or, for a module spread over files (pgvector's hnswbuild.c, hnswscan.c
 #     behind hnsw.h), the header of its first word, prefix.h for
-#     prefix_part.cpp (the entry points, which nothing calls, excepted);
+#     prefix_part.cpp (the entry points, which nothing calls, excepted); a
+#     kind's file in src/core/kinds is behind kinds/kind.h, its table;
+#   - the algorithms are modules: no file of src/ outside src/core/kinds
+#     names a kind (its name as its table in src/core/kinds gives it, in
+#     any case, its words joined by a space, '_', '-' or nothing, as in
+#     kFixedWindowTag), uses a Kind:: enumerator, switches on a kind or
+#     picks one by its number (KindAt(2)): everything else reaches a kind
+#     through the registry (src/core/kinds/registry.h);
 #   - src/pg's files live in its layer folders, and every include of the
 #     adapter's own names its folder ("storage/table/row_access.h"); no such
 #     path is also a PostgreSQL server header's (both are found with
@@ -69,9 +76,11 @@ for file in "${pg_files[@]}"; do
   fi
 done
 
-for cpp in src/core/*.cpp "${pg_cpp[@]}"; do
+for cpp in src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}"; do
   base=${cpp%.cpp}
   [ "$cpp" = src/pg/api/entry_points.cpp ] && continue
+  [[ "$cpp" == src/core/kinds/* ]] && [ -f src/core/kinds/kind.h ] && [ ! -f "$base.h" ] &&
+    grep -q 'const KindOps ' "$cpp" && continue
   [ -f "$base.h" ] && continue
   name=$(basename "$base")
   [ "$name" != "${name%%_*}" ] && [ -f "$(dirname "$cpp")/${name%%_*}.h" ] && continue
@@ -164,6 +173,21 @@ unechoed=$(perl -0777 -ne '
   }' "${pg_cpp[@]}")
 [ -z "$unechoed" ] || fail "a name or key quoted with %.*s but not cut by EchoLength (errors.h):"$'\n'"$unechoed"
 
+# Kinds: their names from their tables (const KindOps kXKind = {"name", ...),
+# each a pattern matching any spelling of its words; then every file of
+# src/ outside src/core/kinds searched for them and for a kind's switch.
+mapfile -t kind_names < <(perl -0777 -ne 'print "$1\n" while /\bconst\s+KindOps\s+\w+\s*=\s*\{\s*"([^"]+)"/g' \
+  src/core/kinds/*.cpp 2>/dev/null)
+[ ${#kind_names[@]} -gt 0 ] || fail "no kind's table (const KindOps kXKind = {\"name\", ...) in src/core/kinds/*.cpp"
+mapfile -t outside_kinds < <(find src -name '*.cpp' -o -name '*.h' | grep -v '^src/core/kinds/' | sort)
+for name in "${kind_names[@]}"; do
+  pattern=$(sed 's/[^[:alnum:] ]//g; s/ \+/[ _-]?/g' <<<"$name")
+  named=$(grep -n -i -E -- "$pattern" "${outside_kinds[@]}" || true)
+  [ -z "$named" ] || fail "the kind \"$name\" is named outside src/core/kinds (reach it through the registry):"$'\n'"$named"
+done
+switched=$(grep -n -E '\bKind::|switch *\([^)]*\b[Kk]ind *\)|\bKindAt\( *[0-9]' "${outside_kinds[@]}" || true)
+[ -z "$switched" ] || fail "a Kind:: enumerator, a switch on a kind or a kind by its number outside src/core/kinds (ask its table instead):"$'\n'"$switched"
+
 # Modules: a module is a .cpp and its header (x.h, or prefix.h for
 # prefix_part.cpp); an edge from each to every module whose header it
 # includes. A header without a .cpp (a module of types only) is no node.
@@ -194,7 +218,7 @@ if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   fail "modules of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
 fi
 
-[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength"
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds"
 [ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
 
 # The check can fail: each of these plants, in a copy of src/, must be found.
@@ -220,5 +244,10 @@ plant "table storage reaching the memory one" src/pg/storage/table/row_codec_x.h
 plant "module cycle" src/pg/support/clock.h '#include "support/errors.h"' "in a cycle"
 plant "PostgreSQL in a pure piece" src/pg/decide/grant_records.h '#include "postgres.h"' "is pure"
 plant "raw %.*s" src/pg/support/clock.cpp 'void F() { elog(LOG, "%.*s", 3, "abc"); }' "EchoLength"
-[ $status -eq 0 ] && echo "check-layout: the self-test's 8 planted faults were each found"
+plant "kind named outside its module" src/pg/storage/row_codec.cpp 'constexpr double kFixedWindowTag = -1;' "is named outside src/core/kinds"
+plant "kind named in a comment" src/core/limiter.h '// A Token-Bucket row refills.' "is named outside src/core/kinds"
+plant "switch on a kind" src/core/policy.cpp 'int F(const LimitConfig& c) { switch (c.kind) { default: return 0; } }' "a switch on a kind"
+plant "Kind:: enumerator" src/pg/decide/decide.cpp 'bool G(KindId k) { return k == Kind::kGcra; }' "a switch on a kind"
+plant "kind table without its header" src/core/kinds/stray.cpp 'int Stray();' "has no header"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 13 planted faults were each found"
 exit $status

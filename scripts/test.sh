@@ -149,7 +149,7 @@ ensure_server_running "server running after the DDL-under-load tests"
 echo "== sanitizers: core_tests and client_tests built with ASan+UBSan (build-asan)"
 rc=0
 if cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRATELIMIT_SANITIZE=ON >/dev/null; then
-  cmake --build build-asan -j2 --target core_tests client_tests >/dev/null || rc=$?
+  cmake --build build-asan -j2 --target core_tests kind_registry_tests client_tests >/dev/null || rc=$?
 else
   rc=1
 fi
@@ -160,6 +160,7 @@ if [ $rc -eq 0 ]; then
   sanitizer_env=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
   export "${sanitizer_env[@]}"
   stage "unit tests under ASan+UBSan" build-asan/core_tests --gtest_brief=1
+  stage "toy kind's tests under ASan+UBSan" build-asan/kind_registry_tests --gtest_brief=1
   stage "client contention tests under ASan+UBSan" build-asan/client_tests
   # Their memory cases need a server with memory limits: a preloaded one.
   stage "memory contention tests under ASan+UBSan" scripts/memory-test.sh --client build-asan/client_tests

@@ -1,4 +1,4 @@
-// A limit's configuration: kind names, validation of configs and requests
+// A limit's configuration: validation of configs and requests
 // (a sharded limit is tested on two full shards, as a call decides), the
 // largest count a call can be granted, and where the windows of one
 // (name, key) are aligned.
@@ -32,8 +32,6 @@ namespace {
 // Below this many tokens per microsecond the refill arithmetic goes subnormal.
 constexpr double kMinRatePerMicro = 1e-300;
 
-bool IsWindowKind(Kind kind) { return kind != Kind::kTokenBucket; }
-
 // Whether a full limit could grant the request at all: the test every
 // decision makes, on two full shards for a sharded limit.
 bool CanEverGrant(const LimitConfig& config, const Request& request) {
@@ -48,66 +46,43 @@ bool FiniteAtLeast(double value, double floor, bool inclusive) {
 
 // Rejects fields given for a kind they do not apply to.
 Status CheckFieldsApply(const LimitConfig& config) {
-  const char* kind = KindName(config.kind);
-  if (config.has_start && !IsWindowKind(config.kind))
+  const KindOps& kind = KindOf(config.kind);
+  if (config.has_start && !kind.windowed)
     return Invalid("Only the window kinds have a start.",
-                   "config field \"start\" does not apply to kind \"%s\"", kind);
-  if (config.kind == Kind::kSlidingWindow && config.has_capacity)
-    return Invalid("A sliding window holds at most rate per period.",
-                   "config field \"capacity\" does not apply to kind \"%s\"", kind);
-  if (config.kind == Kind::kSlidingWindow && config.has_max_reserved)
-    return Invalid("A sliding window cannot reserve.",
-                   "config field \"maxReserved\" does not apply to kind \"%s\"", kind);
+                   "config field \"start\" does not apply to kind \"%s\"", kind.name);
+  if (config.has_capacity && !kind.takes_capacity)
+    return Invalid(kind.no_capacity_detail, "config field \"capacity\" does not apply to kind \"%s\"",
+                   kind.name);
+  if (config.has_max_reserved && !kind.can_reserve)
+    return Invalid(kind.no_reserve_detail, "config field \"maxReserved\" does not apply to kind \"%s\"",
+                   kind.name);
   return Status{};
 }
 
 // Rejects configs whose refill from empty to full takes longer than the horizon.
 Status CheckRefillHorizon(const LimitConfig& config) {
-  double horizon = static_cast<double>(kHorizonMicros);
-  double period = static_cast<double>(config.period);
-  double refill_micros = 0;
-  if (config.kind == Kind::kTokenBucket) refill_micros = Capacity(config) / config.rate * period;
-  if (config.kind == Kind::kFixedWindow) refill_micros = std::ceil(Capacity(config) / config.rate) * period;
-  if (config.kind == Kind::kSlidingWindow) refill_micros = 2 * period;
-  if (refill_micros <= horizon) return Status{};
+  if (KindOf(config.kind).refill_micros(config) <= static_cast<double>(kHorizonMicros)) return Status{};
   return Invalid("Refilling the limit from empty to full must take at most 100 years.",
                  "config describes a limit that takes longer than 100 years to refill");
 }
 
+// The detail of a reserve a kind cannot make: which kinds can.
+Status ReserveDoesNotApply(const KindOps& kind) {
+  char names[160];
+  ListKindNames(names, sizeof names, "", " and ", true);
+  char detail[200];
+  std::snprintf(detail, sizeof detail, "Only %s limits can reserve.", names);
+  return Invalid(detail, "reserve does not apply to kind \"%s\"", kind.name);
+}
+
 }  // namespace
 
-bool ParseKind(const char* text, std::size_t len, Kind* kind) noexcept {
-  static const struct {
-    const char* name;
-    Kind kind;
-  } kKinds[] = {{"token bucket", Kind::kTokenBucket},
-                {"fixed window", Kind::kFixedWindow},
-                {"sliding window", Kind::kSlidingWindow}};
-  for (const auto& entry : kKinds) {
-    if (std::strlen(entry.name) == len && std::memcmp(entry.name, text, len) == 0) {
-      *kind = entry.kind;
-      return true;
-    }
-  }
-  return false;
-}
-
-const char* KindName(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::kTokenBucket:
-      return "token bucket";
-    case Kind::kFixedWindow:
-      return "fixed window";
-    case Kind::kSlidingWindow:
-      return "sliding window";
-  }
-  return "unknown";
-}
-
 Status ValidateConfigFields(const LimitConfig& config) noexcept {
-  if (!config.has_kind)
-    return Invalid("Use \"token bucket\", \"fixed window\" or \"sliding window\".",
-                   "config field \"kind\" is required");
+  if (!config.has_kind) {
+    char choice[200];
+    DescribeKindChoice(choice, sizeof choice);
+    return Invalid(choice, "config field \"kind\" is required");
+  }
   if (!config.has_rate)
     return Invalid("The number of tokens per period.", "config field \"rate\" is required");
   if (!config.has_period)
@@ -161,9 +136,7 @@ Status ValidateAmount(double count) noexcept {
 Status ValidateRequestForm(const LimitConfig& config, const Request& request) noexcept {
   Status amount = ValidateAmount(request.count);
   if (!amount.ok()) return amount;
-  if (request.reserve && config.kind == Kind::kSlidingWindow)
-    return Invalid("Only token bucket and fixed window limits can reserve.",
-                   "reserve does not apply to kind \"sliding window\"");
+  if (request.reserve && !KindOf(config.kind).can_reserve) return ReserveDoesNotApply(KindOf(config.kind));
   return Status{};
 }
 

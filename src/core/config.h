@@ -1,4 +1,4 @@
-// A limit's configuration (config.cpp): kind names, validation of configs
+// A limit's configuration (config.cpp): validation of configs
 // and requests (a sharded limit is tested on two full shards, as a call
 // decides), the largest count a call can be granted, and where the windows
 // of one (name, key) are aligned. Every function is noexcept.
@@ -7,10 +7,6 @@
 #include "types.h"
 
 namespace ratelimit {
-
-// Parses a config "kind" string ("token bucket", "fixed window", "sliding window").
-bool ParseKind(const char* text, std::size_t len, Kind* kind) noexcept;
-const char* KindName(Kind kind) noexcept;
 
 // An invalid-parameter status (22023 in the adapter) with a printf-style
 // message and a detail (NULL: none).

@@ -69,7 +69,7 @@ Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, 
 
 Decision RefundTaken(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
                      double count, Micros taken) noexcept {
-  if (config.kind != Kind::kTokenBucket && ValueAt(config, state, now, origin).ts != taken) return Decision{};
+  if (KindOf(config.kind).windowed && ValueAt(config, state, now, origin).ts != taken) return Decision{};
   return Refund(config, state, now, origin, count);
 }
 

@@ -29,7 +29,7 @@ Decision Refund(const LimitConfig& config, const LimitState& state, Micros now, 
 // Gives back a grant of `count` taken when its window started at `taken`
 // (the decision's next.ts), as a rolled-back grant is: Refund's answer, or
 // ok false (nothing to store) for a window kind whose window that was is
-// over (its grant went with it). A token bucket always gives back.
+// over (its grant went with it). A kind without windows always gives back.
 Decision RefundTaken(const LimitConfig& config, const LimitState& state, Micros now, Micros origin,
                      double count, Micros taken) noexcept;
 

@@ -1,9 +1,11 @@
 // Limits as data: SameLimit, the carry-over of a row's tokens into a new
 // config, and shadow answers. Built on the public per-row API (ValueAt,
-// InitialState, Capacity) only.
+// InitialState, Capacity) and the kinds' flags and holding (kinds/kind.h).
 #include "policy.h"
 
 #include <algorithm>
+
+#include "kinds/registry.h"
 
 namespace ratelimit {
 
@@ -38,14 +40,7 @@ bool SameLimit(const LimitConfig& a, const LimitConfig& b) noexcept {
 }
 
 LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, double tokens) noexcept {
-  LimitState state = InitialState(to, eff, to_origin);
-  if (to.kind == Kind::kSlidingWindow) {
-    state.value = std::max(0.0, to.rate - tokens);
-    state.prev = 0;
-  } else {
-    state.value = tokens;
-  }
-  return state;
+  return KindOf(to.kind).holding(to, to_origin, eff, tokens);
 }
 
 LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitConfig& to, Micros to_origin,
@@ -58,7 +53,7 @@ LimitState CarryOver(const LimitConfig& from, Micros from_origin, const LimitCon
 
 LimitState Realigned(const LimitConfig& config, Micros origin, const LimitState& state, Micros written_period,
                      Micros now) noexcept {
-  if (!state.exists || config.kind == Kind::kTokenBucket || written_period <= 0) return state;
+  if (!state.exists || !KindOf(config.kind).windowed || written_period <= 0) return state;
   Micros offset = (state.ts - origin) % config.period;
   if (written_period == config.period && offset == 0) return state;
   LimitConfig from = config;
@@ -89,7 +84,7 @@ StoredRow SpreadRow(const LimitConfig& from, Micros from_origin, const ShardInpu
 }
 
 LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
-  if (config.has_max_reserved || config.kind == Kind::kSlidingWindow) return config;
+  if (config.has_max_reserved || !KindOf(config.kind).can_reserve) return config;
   LimitConfig bounded = config;
   bounded.has_max_reserved = true;
   bounded.max_reserved = config.rate;
@@ -97,7 +92,7 @@ LimitConfig OwnerBounded(const LimitConfig& config) noexcept {
 }
 
 LimitState WithinMaxDeficit(const LimitConfig& config, const LimitState& state) noexcept {
-  if (!state.exists || config.kind == Kind::kSlidingWindow) return state;
+  if (!state.exists || !KindOf(config.kind).can_reserve) return state;
   LimitState bounded = state;
   bounded.value = std::max(state.value, -MaxDeficit(config));
   return bounded;

@@ -16,9 +16,8 @@ namespace ratelimit {
 bool SameLimit(const LimitConfig& a, const LimitConfig& b) noexcept;
 
 // The state of one row of `to` that holds `tokens` at the effective now
-// `eff` (a token bucket: at eff; a window kind: in the window containing
-// eff, a sliding window's count set so that `tokens` remain, its previous
-// window empty).
+// `eff`, as its kind holds them (kinds/kind.h's holding: a windowed kind's
+// in the window containing eff).
 LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, double tokens) noexcept;
 
 // A row of `from` (same kind as `to`) brought up to clock `now` under
@@ -78,7 +77,7 @@ LimitConfig OwnerBounded(const LimitConfig& config) noexcept;
 // when sharded): no deficit deeper than the config allows (MaxDeficit). A
 // reservation made under another config (a caller's inline one before the
 // owner defined the name) never holds the limit longer than this config's
-// bound. No row, and sliding windows (which never reserve), are unchanged.
+// bound. No row, and a kind that never reserves, are unchanged.
 LimitState WithinMaxDeficit(const LimitConfig& config, const LimitState& state) noexcept;
 
 // Whether a valid request can never be granted under `config` (its count

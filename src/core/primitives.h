@@ -1,10 +1,14 @@
 // Per-row building blocks shared by single-row, sharded and refund decisions
-// (defined in primitives.cpp, which also defines the public per-row helpers
-// of row.h). Internal to src/core: limiter.cpp and shards.cpp both build on
-// this and on nothing else.
+// (the kind's operations, reached through the registry, and the searches
+// and window arithmetic the kinds share; primitives.cpp also defines the
+// public per-row helpers of row.h). Internal to src/core: limiter.cpp,
+// shards.cpp and the kinds (src/core/kinds) build on this.
 #pragma once
 
+#include <algorithm>
+
 #include "core_guard.h"
+#include "kinds/registry.h"
 #include "row.h"
 #include "types.h"
 
@@ -17,24 +21,34 @@ inline Micros FloorDiv(Micros a, Micros b) {
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-// One row's state rolled forward to the effective now.
-struct View {
-  Micros eff = 0;           // max(now, stored ts)
-  Micros window_start = 0;  // window kinds: start of the current window
-  double avail = 0;         // tokens available at eff
-  double used = 0;          // sliding window: floor(previous * weight) + current
-  double current = 0;       // sliding window: current window's count
-  double previous = 0;      // sliding window: previous window's count
-  LimitState base;          // the stored state (a missing row: its initial state)
-};
+// The start of the window containing `now` for windows aligned to `origin`.
+inline Micros WindowStartFor(Micros now, Micros origin, Micros period) {
+  return origin + FloorDiv(now - origin, period) * period;
+}
 
-View ViewAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept;
+// A view's stored part: the state (a missing row: the kind's initial
+// state, made only then) and the effective now, max(now, its ts). Every
+// kind's view_at starts from it.
+template <typename MakeInitial>
+View ViewBase(const LimitState& state, Micros now, MakeInitial initial) {
+  View v;
+  v.base = state.exists ? state : initial();
+  v.eff = std::max(now, v.base.ts);
+  return v;
+}
+
+// The per-row operations, each the config's kind's (kinds/kind.h says what
+// each does): one indexed load and one call through the kind's table.
+inline View ViewAt(const LimitConfig& config, const LimitState& state, Micros now, Micros origin) noexcept {
+  return KindOf(config.kind).view_at(config, state, now, origin);
+}
 
 // Whether `count` can be taken now leaving at most `deficit` below zero.
-// This one expression is used by validation, decisions and retry searches
-// alike, so they can never disagree by a rounding step. Sliding windows
-// have no deficit: their test is floor(previous * weight) + current + count <= rate.
-bool CanTake(const LimitConfig& config, const View& view, double count, double deficit) noexcept;
+// This one test is used by validation, decisions and retry searches alike,
+// so they can never disagree by a rounding step.
+inline bool CanTake(const LimitConfig& config, const View& view, double count, double deficit) noexcept {
+  return KindOf(config.kind).can_take(config, view, count, deficit);
+}
 
 // Whether `count` more fits now without a deficit.
 inline bool Fits(const LimitConfig& config, const View& view, double count) noexcept {
@@ -42,26 +56,35 @@ inline bool Fits(const LimitConfig& config, const View& view, double count) noex
 }
 
 // The state to store after taking `take` tokens (may leave a deficit).
-LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept;
+inline LimitState TakeFrom(const LimitConfig& config, const View& view, double take) noexcept {
+  return KindOf(config.kind).take(config, view, take);
+}
 
 // The state to store when the row should be left with exactly `level`
 // tokens (balanced shard takes: both shards end at the level checked).
-LimitState LeaveAt(const LimitConfig& config, const View& view, double level) noexcept;
+inline LimitState LeaveAt(const LimitConfig& config, const View& view, double level) noexcept {
+  return KindOf(config.kind).leave_at(config, view, level);
+}
 
 // The state to store after giving back up to `amount` tokens.
-LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept;
+inline LimitState GiveBack(const LimitConfig& config, const View& view, double amount) noexcept {
+  return KindOf(config.kind).give_back(config, view, amount);
+}
 
 // A reservation's state raised by the rounding steps (if any) it needs to
 // be out of deficit at `by`, the moment the same call without reserve would
 // be granted. Taking now and refilling later rounds differently from
-// refilling first and taking then (by a whole window for fixed windows),
+// refilling first and taking then (by a whole window for a windowed kind),
 // and a reservation must never be told to wait longer than that call.
 LimitState OutOfDeficitBy(const LimitConfig& config, const LimitState& stored, Micros by,
                           Micros origin) noexcept;
 
 // The earliest moment >= view.eff at which CanTake(count, deficit) holds,
 // computed from the stored state exactly as a later call would compute it.
-Micros WhenAvailable(const LimitConfig& config, const View& view, double count, double deficit = 0) noexcept;
+inline Micros WhenAvailable(const LimitConfig& config, const View& view, double count,
+                            double deficit = 0) noexcept {
+  return KindOf(config.kind).when_available(config, view, count, deficit);
+}
 
 // Whether a request could ever be granted on a full limit (one row).
 bool CanEverTake(const LimitConfig& config, const Request& request) noexcept;

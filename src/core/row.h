@@ -7,11 +7,11 @@
 
 namespace ratelimit {
 
-// The bucket size: capacity when given, else rate.
+// The most a row holds: capacity when given (and the kind takes one), else rate.
 double Capacity(const LimitConfig& config) noexcept;
 
 // The deepest deficit a reservation may leave: maxReserved (if given),
-// bounded by what refills within the horizon. 0 for sliding windows.
+// bounded by what refills within the horizon. 0 for a kind that cannot reserve.
 double MaxDeficit(const LimitConfig& config) noexcept;
 
 // The state a never-used row starts in at clock `now` (the same as no row).

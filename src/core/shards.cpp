@@ -174,11 +174,9 @@ double WaterLevel(const double* avail, const double* ceiling, int count, double 
   return level;
 }
 
-// The most a shard can take back: up to capacity; a sliding window only as
-// much as its current window counted.
+// The most a shard can hold after a refund: what its kind lets it take back.
 double RefundCeiling(const LimitConfig& config, const View& view) {
-  double room = config.kind == Kind::kSlidingWindow ? view.current : Capacity(config) - view.avail;
-  return view.avail + std::max(0.0, room);
+  return view.avail + std::max(0.0, KindOf(config.kind).refund_room(config, view));
 }
 
 }  // namespace
@@ -194,7 +192,7 @@ LimitConfig ShardConfig(const LimitConfig& config) noexcept {
   double n = static_cast<double>(config.shards);
   shard.shards = 1;
   shard.rate = config.rate / n;
-  if (config.kind != Kind::kSlidingWindow) {
+  if (KindOf(config.kind).takes_capacity) {
     shard.has_capacity = true;
     shard.capacity = Capacity(config) / n;
   }

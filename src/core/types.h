@@ -25,12 +25,15 @@ constexpr Micros kHorizonMicros = Micros{3155760000} * kMicrosPerSecond;  // 100
 // happen where the true value is far above any capacity, so capping it is exact.
 constexpr double kMaxMagnitude = 1e300;
 
-enum class Kind { kTokenBucket, kFixedWindow, kSlidingWindow };
+// A kind of limit (an algorithm), by its place in the registry of kinds
+// (kinds/registry.h: KindOf(id) is its table of operations). Ids live only
+// in memory; rows tag their kind as each kind's table says.
+enum class KindId : std::uint8_t {};
 
 // A limit's configuration as parsed from JSON; has_* says a field was given.
 struct LimitConfig {
   bool has_kind = false;
-  Kind kind = Kind::kTokenBucket;
+  KindId kind{};  // the registry's first kind until "kind" is given
   bool has_rate = false;
   double rate = 0;
   bool has_period = false;
@@ -56,9 +59,9 @@ struct LimitConfig {
 
 constexpr int kMaxShards = 1024;
 
-// The stored state of one limit row. For the window kinds ts is the start of
-// the window the row was last written in; prev is the sliding window's
-// previous-window count (0 for the other kinds).
+// The stored state of one limit row. For a windowed kind ts is the start
+// of the window the row was last written in; prev is a kind's second
+// figure, where it keeps one (0 for the others; kinds/kind.h's tag).
 struct LimitState {
   bool exists = false;
   double value = 0;

@@ -26,13 +26,11 @@ using Store = std::map<int, StoredRow>;
 
 LimitConfig RandomConfig(Rng& rng) {
   const Micros periods[] = {kSecond, 10 * kSecond, kMinute, kHour};
-  const Kind kinds[] = {Kind::kTokenBucket, Kind::kFixedWindow, Kind::kSlidingWindow};
-  Kind kind = kinds[rng() % 3];
+  KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
   LimitConfig c = Config(kind, static_cast<double>(1 + rng() % 100), periods[rng() % 4]);
-  if (kind != Kind::kSlidingWindow && Chance(rng, 0.5)) c = WithCapacity(c, static_cast<double>(rng() % 500));
-  if (kind != Kind::kSlidingWindow && Chance(rng, 0.4))
-    c = WithMaxReserved(c, static_cast<double>(rng() % 200));
-  if (kind != Kind::kTokenBucket && Chance(rng, 0.3)) c = WithStart(c, UniformMicros(rng, 0, kHour));
+  if (kind != kSlidingWindow && Chance(rng, 0.5)) c = WithCapacity(c, static_cast<double>(rng() % 500));
+  if (kind != kSlidingWindow && Chance(rng, 0.4)) c = WithMaxReserved(c, static_cast<double>(rng() % 200));
+  if (kind != kTokenBucket && Chance(rng, 0.3)) c = WithStart(c, UniformMicros(rng, 0, kHour));
   return c;
 }
 
@@ -89,7 +87,7 @@ TEST(CleanupProperty, NeverChangesAnAnswer) {
       int op = static_cast<int>(rng() % 10);
       if (op < 5) {
         int key = static_cast<int>(rng() % 3);
-        bool reserve = config.kind != Kind::kSlidingWindow && Chance(rng, 0.2);
+        bool reserve = config.kind != kSlidingWindow && Chance(rng, 0.2);
         double count = std::min(MostGrantable(config, reserve), static_cast<double>(rng() % 60));
         Request request{count, reserve};
         Decision a = Call(&cleaned, config, key, request, now);

@@ -159,7 +159,7 @@ TEST(DecideShards, RetryAtIsExactForAwkwardRates) {
     const LimitConfig s = ShardConfig(k.config);
     const Micros now = kW0 + 3;
     const LimitState a = Stored(k.a, kW0);
-    const LimitState b = Stored(k.b, k.config.kind == Kind::kTokenBucket ? now - k.b_age : kW0);
+    const LimitState b = Stored(k.b, k.config.kind == kTokenBucket ? now - k.b_age : kW0);
     ExpectShardRetryIsExact(s, a, b, now, Take(k.count), k.config.shards);
     ExpectShardRetryIsExact(s, b, a, now, Take(k.count), k.config.shards);
   }
@@ -304,23 +304,23 @@ TEST(DecideShards, OneInputDecidesLikeASingleRow) {
   std::mt19937_64 rng(0x5eed0103);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 4000; ++i) {
-    const Kind kind = static_cast<Kind>(rng() % 3);
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     const Micros period = 1 + static_cast<Micros>(rng() % (2 * kHour));
     LimitConfig c = Config(kind, std::pow(10.0, unit(rng) * 8 - 2), period);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
     if (!ValidateConfig(c).ok()) continue;
     const Micros origin = static_cast<Micros>(rng() % period);
     const Micros now = kW0 + static_cast<Micros>(rng() % (3 * period));
     const double cap = Capacity(c);
     LimitState state = Missing();
     if (unit(rng) < 0.9) {
-      state = Stored((unit(rng) * 1.5 - 0.5) * cap, kW0, kind == Kind::kSlidingWindow ? unit(rng) * cap : 0);
-      if (kind == Kind::kSlidingWindow) state.value = unit(rng) * cap;
+      state = Stored((unit(rng) * 1.5 - 0.5) * cap, kW0, kind == kSlidingWindow ? unit(rng) * cap : 0);
+      if (kind == kSlidingWindow) state.value = unit(rng) * cap;
       state.ts = InitialState(c, kW0 - static_cast<Micros>(rng() % (2 * period)), origin).ts;
-      if (kind == Kind::kTokenBucket) state.ts = now - static_cast<Micros>(rng() % (2 * period)) + period / 2;
+      if (kind == kTokenBucket) state.ts = now - static_cast<Micros>(rng() % (2 * period)) + period / 2;
     }
-    Request r{unit(rng) * MostGrantable(c, false), kind != Kind::kSlidingWindow && unit(rng) < 0.3};
+    Request r{unit(rng) * MostGrantable(c, false), kind != kSlidingWindow && unit(rng) < 0.3};
     if (r.reserve) r.count = unit(rng) * MostGrantable(c, true);
     if (!ValidateRequest(c, r).ok()) continue;
     const Decision want = Decide(c, state, now, origin, r);

@@ -14,23 +14,6 @@ using namespace testing_support;  // NOLINT(build/namespaces)
 
 LimitConfig TenPerMinute() { return FixedWindow(10, kMinute); }
 
-Decision DecideAt(const LimitConfig& c, const LimitState& s, Micros now, const Request& r,
-                  Micros origin = 0) {
-  return Decide(c, s, now, origin, r);
-}
-
-// A refused request is granted at retry_at and still refused one µs earlier.
-void ExpectRetryIsExact(const LimitConfig& c, const LimitState& s, Micros now, const Request& r,
-                        Micros origin = 0) {
-  Decision d = DecideAt(c, s, now, r, origin);
-  ASSERT_FALSE(d.ok);
-  ASSERT_TRUE(d.has_retry);
-  ASSERT_GT(d.retry_at, now);
-  EXPECT_GT(d.retry_after, 0);
-  EXPECT_TRUE(DecideAt(c, s, d.retry_at, r, origin).ok) << "retry_at " << d.retry_at;
-  EXPECT_FALSE(DecideAt(c, s, d.retry_at - 1, r, origin).ok) << "retry_at - 1 " << d.retry_at - 1;
-}
-
 TEST(FixedWindow, MissingStateStartsFullInTheCurrentWindow) {
   LimitConfig c = TenPerMinute();
   Decision d = DecideAt(c, Missing(), kW0 + 20 * kSecond, Take(1));

@@ -29,7 +29,7 @@ TEST(SameLimit, EveryFieldCounts) {
   other.period = kHour;
   EXPECT_FALSE(SameLimit(base, other));
   other = base;
-  other.kind = Kind::kSlidingWindow;
+  other.kind = kSlidingWindow;
   EXPECT_FALSE(SameLimit(base, other));
   other = base;
   other.has_max_reserved = true;

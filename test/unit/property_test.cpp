@@ -25,8 +25,8 @@ constexpr double kLargest = kMaxMagnitude;
 
 enum class Range { kOrdinary, kExtreme };
 
-Micros RandomPeriod(Rng& rng, Kind kind) {
-  const Micros most = kind == Kind::kSlidingWindow ? kHorizonMicros / 2 : kHorizonMicros;
+Micros RandomPeriod(Rng& rng, KindId kind) {
+  const Micros most = kind == kSlidingWindow ? kHorizonMicros / 2 : kHorizonMicros;
   const Micros nice[] = {1,     7,    13,        1000,    kSecond,  7 * kSecond,
                          kHour, kDay, 30 * kDay, kMinute, most / 2, most};
   switch (rng() % 3) {
@@ -64,11 +64,11 @@ double RandomRate(Rng& rng, Range range, Micros period) {
   }
 }
 
-LimitConfig RandomConfig(Rng& rng, Kind kind, Range range) {
+LimitConfig RandomConfig(Rng& rng, KindId kind, Range range) {
   for (;;) {
     Micros period = RandomPeriod(rng, kind);
     LimitConfig c = Config(kind, RandomRate(rng, range, period), period);
-    if (kind != Kind::kSlidingWindow) {
+    if (kind != kSlidingWindow) {
       static const double kCapacityFactor[] = {0, 0.5, 1, 2, 3.7, 100};
       if (Chance(rng, 0.6)) {
         c = WithCapacity(
@@ -76,7 +76,7 @@ LimitConfig RandomConfig(Rng& rng, Kind kind, Range range) {
       }
       if (Chance(rng, 0.6)) c = WithMaxReserved(c, Chance(rng, 0.3) ? 0 : c.rate * Uniform(rng, 0, 5));
     }
-    if (kind != Kind::kTokenBucket && Chance(rng, 0.3)) {
+    if (kind != kTokenBucket && Chance(rng, 0.3)) {
       c = WithStart(c, UniformMicros(rng, -Micros{100000000000000000}, Micros{100000000000000000}));
     }
     if (range == Range::kExtreme) {
@@ -92,7 +92,7 @@ LimitConfig RandomConfig(Rng& rng, Kind kind, Range range) {
 
 Request RandomRequest(Rng& rng, const LimitConfig& c, bool allow_reserve) {
   Request r;
-  r.reserve = allow_reserve && c.kind != Kind::kSlidingWindow && Chance(rng, 0.3);
+  r.reserve = allow_reserve && c.kind != kSlidingWindow && Chance(rng, 0.3);
   const double capacity = Capacity(c);
   double most = capacity;
   if (r.reserve) most += std::min(MaxDeficit(c), 2 * std::max(capacity, c.rate));
@@ -147,7 +147,7 @@ long double ReferenceValue(const LimitConfig& c, const LimitState& s, Micros now
   const long double capacity = Capacity(c);
   if (!s.exists) return capacity;
   const Micros eff = std::max(now, s.ts);
-  if (c.kind == Kind::kTokenBucket) {
+  if (c.kind == kTokenBucket) {
     long double refill = static_cast<long double>(eff - s.ts) * c.rate / static_cast<long double>(c.period);
     return std::min(static_cast<long double>(s.value) + refill, capacity);
   }
@@ -229,8 +229,8 @@ void CheckDecision(const Step& step, Checker& check) {
   const Request& r = step.request;
   const Micros now = step.now;
   const Micros origin = step.origin;
-  const bool window = c.kind != Kind::kTokenBucket;
-  const bool sliding = c.kind == Kind::kSlidingWindow;
+  const bool window = c.kind != kTokenBucket;
+  const bool sliding = c.kind == kSlidingWindow;
   const double capacity = Capacity(c);
 
   check.Expect(std::isfinite(d.remaining) && std::isfinite(d.retry_after) && std::isfinite(d.reset_after),
@@ -309,7 +309,7 @@ void CheckDecision(const Step& step, Checker& check) {
 }
 
 // Runs random scenarios of one kind until `decisions` Decide calls were made.
-void RunProperties(Kind kind, Range range, bool allow_reserve, std::uint64_t seed, long decisions) {
+void RunProperties(KindId kind, Range range, bool allow_reserve, std::uint64_t seed, long decisions) {
   Rng rng(seed);
   Checker check;
   long made = 0;
@@ -357,7 +357,7 @@ void RunProperties(Kind kind, Range range, bool allow_reserve, std::uint64_t see
 // Validation, decisions and retry searches share one test (detail::CanTake):
 // a request ValidateRequest accepts is granted on a full limit, and one it
 // rejects as "can never succeed" is refused there, for counts at the edge.
-void CheckValidationAgreesWithAFullLimit(Kind kind, Range range, std::uint64_t seed, int configs) {
+void CheckValidationAgreesWithAFullLimit(KindId kind, Range range, std::uint64_t seed, int configs) {
   Rng rng(seed);
   long accepted = 0;
   long rejected = 0;
@@ -366,7 +366,7 @@ void CheckValidationAgreesWithAFullLimit(Kind kind, Range range, std::uint64_t s
     const Micros now = UniformMicros(rng, -Micros{315576000000000}, Micros{2000000000000000});
     const Micros origin = UniformMicros(rng, 0, c.period - 1);
     for (bool reserve : {false, true}) {
-      if (reserve && kind == Kind::kSlidingWindow) continue;
+      if (reserve && kind == kSlidingWindow) continue;
       const double most = std::min(MostGrantable(c, reserve), kLargest);
       double edge[] = {most,
                        std::nextafter(most, 0.0),
@@ -391,34 +391,34 @@ void CheckValidationAgreesWithAFullLimit(Kind kind, Range range, std::uint64_t s
 }
 
 TEST(Property, ValidationAgreesWithAFullLimit) {
-  CheckValidationAgreesWithAFullLimit(Kind::kTokenBucket, Range::kOrdinary, 0x5eed0041, 3000);
-  CheckValidationAgreesWithAFullLimit(Kind::kFixedWindow, Range::kOrdinary, 0x5eed0042, 3000);
-  CheckValidationAgreesWithAFullLimit(Kind::kSlidingWindow, Range::kOrdinary, 0x5eed0043, 3000);
-  CheckValidationAgreesWithAFullLimit(Kind::kTokenBucket, Range::kExtreme, 0x5eed0044, 3000);
-  CheckValidationAgreesWithAFullLimit(Kind::kFixedWindow, Range::kExtreme, 0x5eed0045, 3000);
+  CheckValidationAgreesWithAFullLimit(kTokenBucket, Range::kOrdinary, 0x5eed0041, 3000);
+  CheckValidationAgreesWithAFullLimit(kFixedWindow, Range::kOrdinary, 0x5eed0042, 3000);
+  CheckValidationAgreesWithAFullLimit(kSlidingWindow, Range::kOrdinary, 0x5eed0043, 3000);
+  CheckValidationAgreesWithAFullLimit(kTokenBucket, Range::kExtreme, 0x5eed0044, 3000);
+  CheckValidationAgreesWithAFullLimit(kFixedWindow, Range::kExtreme, 0x5eed0045, 3000);
 }
 
 // Ordinary magnitudes, with reservations: together 1,020,000 Decide calls.
 constexpr long kOrdinaryDecisions = 340000;
 
 TEST(Property, TokenBucket) {
-  RunProperties(Kind::kTokenBucket, Range::kOrdinary, true, 0x5eed0001, kOrdinaryDecisions);
+  RunProperties(kTokenBucket, Range::kOrdinary, true, 0x5eed0001, kOrdinaryDecisions);
 }
 TEST(Property, FixedWindow) {
-  RunProperties(Kind::kFixedWindow, Range::kOrdinary, true, 0x5eed0002, kOrdinaryDecisions);
+  RunProperties(kFixedWindow, Range::kOrdinary, true, 0x5eed0002, kOrdinaryDecisions);
 }
 TEST(Property, SlidingWindow) {
-  RunProperties(Kind::kSlidingWindow, Range::kOrdinary, true, 0x5eed0003, kOrdinaryDecisions);
+  RunProperties(kSlidingWindow, Range::kOrdinary, true, 0x5eed0003, kOrdinaryDecisions);
 }
 
 // The same without reservations, so a reservation bug does not hide the rest.
 constexpr long kNoReserveDecisions = 200000;
 
 TEST(Property, TokenBucketWithoutReserve) {
-  RunProperties(Kind::kTokenBucket, Range::kOrdinary, false, 0x5eed0021, kNoReserveDecisions);
+  RunProperties(kTokenBucket, Range::kOrdinary, false, 0x5eed0021, kNoReserveDecisions);
 }
 TEST(Property, FixedWindowWithoutReserve) {
-  RunProperties(Kind::kFixedWindow, Range::kOrdinary, false, 0x5eed0022, kNoReserveDecisions);
+  RunProperties(kFixedWindow, Range::kOrdinary, false, 0x5eed0022, kNoReserveDecisions);
 }
 
 // Rates, capacities and maxReserved up to the largest accepted (1e300) and
@@ -426,19 +426,19 @@ TEST(Property, FixedWindowWithoutReserve) {
 constexpr long kExtremeDecisions = 100000;
 
 TEST(Property, TokenBucketExtremeMagnitudes) {
-  RunProperties(Kind::kTokenBucket, Range::kExtreme, true, 0x5eed0011, kExtremeDecisions);
+  RunProperties(kTokenBucket, Range::kExtreme, true, 0x5eed0011, kExtremeDecisions);
 }
 TEST(Property, FixedWindowExtremeMagnitudes) {
-  RunProperties(Kind::kFixedWindow, Range::kExtreme, true, 0x5eed0012, kExtremeDecisions);
+  RunProperties(kFixedWindow, Range::kExtreme, true, 0x5eed0012, kExtremeDecisions);
 }
 TEST(Property, SlidingWindowExtremeMagnitudes) {
-  RunProperties(Kind::kSlidingWindow, Range::kExtreme, true, 0x5eed0013, kExtremeDecisions);
+  RunProperties(kSlidingWindow, Range::kExtreme, true, 0x5eed0013, kExtremeDecisions);
 }
 TEST(Property, TokenBucketExtremeMagnitudesWithoutReserve) {
-  RunProperties(Kind::kTokenBucket, Range::kExtreme, false, 0x5eed0031, kExtremeDecisions);
+  RunProperties(kTokenBucket, Range::kExtreme, false, 0x5eed0031, kExtremeDecisions);
 }
 TEST(Property, FixedWindowExtremeMagnitudesWithoutReserve) {
-  RunProperties(Kind::kFixedWindow, Range::kExtreme, false, 0x5eed0032, kExtremeDecisions);
+  RunProperties(kFixedWindow, Range::kExtreme, false, 0x5eed0032, kExtremeDecisions);
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ TEST(Refund, RandomRowsGiveBackMinOfAmountAndRoom) {
   std::mt19937_64 rng(0x5eed0301);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 5000; ++i) {
-    const Kind kind = rng() % 2 ? Kind::kTokenBucket : Kind::kFixedWindow;
+    const KindId kind = rng() % 2 ? kTokenBucket : kFixedWindow;
     const Micros period = 1 + static_cast<Micros>(rng() % kHour);
     LimitConfig c = WithMaxReserved(Config(kind, std::pow(10.0, unit(rng) * 8 - 3), period), 0);
     c.max_reserved = c.rate * unit(rng) * 3;
@@ -352,19 +352,18 @@ TEST(InitialState, DecidesLikeAMissingRow) {
   std::mt19937_64 rng(0x5eed0302);
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 20000; ++i) {
-    const Kind kind = static_cast<Kind>(rng() % 3);
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     const Micros period = 1 + static_cast<Micros>(rng() % (2 * kDay));
     const double rate = unit(rng) < 0.1 ? kMaxMagnitude : std::pow(10.0, unit(rng) * 12 - 4);
     LimitConfig c = Config(kind, rate, period);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
     if (!ValidateConfig(c).ok()) continue;
     const Micros origin = static_cast<Micros>(rng() % period);
     const Micros made = kW0 + static_cast<Micros>(rng() % kDay) - kDay / 2;
     const Micros later = made + (rng() % 3 == 0 ? 0 : static_cast<Micros>(rng() % (3 * period)));
     Request r{unit(rng) * MostGrantable(c, false), false};
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.3)
-      r = Request{unit(rng) * MostGrantable(c, true), true};
+    if (kind != kSlidingWindow && unit(rng) < 0.3) r = Request{unit(rng) * MostGrantable(c, true), true};
     if (rng() % 5 == 0) r.count = MostGrantable(c, r.reserve);
     if (!ValidateRequest(c, r).ok()) continue;
     const LimitState initial = InitialState(c, made, origin);

@@ -107,7 +107,7 @@ TEST(RefundShards, WaterFillingProperties) {
   std::uniform_real_distribution<double> unit(0, 1);
   for (int iter = 0; iter < 3000; ++iter) {
     const int n = 1 + static_cast<int>(rng() % 40);
-    const Kind kind = rng() % 2 ? Kind::kTokenBucket : Kind::kFixedWindow;
+    const KindId kind = rng() % 2 ? kTokenBucket : kFixedWindow;
     LimitConfig c =
         WithShards(WithMaxReserved(Config(kind, 10.0 * n * (0.5 + unit(rng)), kMinute), 5.0 * n), n);
     if (unit(rng) < 0.5) c = WithCapacity(c, Capacity(c) * (0.5 + unit(rng) * 2));

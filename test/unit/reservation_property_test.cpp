@@ -31,7 +31,7 @@ namespace {
 using namespace testing_support;  // NOLINT(build/namespaces)
 
 // Rates that are whole per shard, tenths per shard (which round), or anything.
-LimitConfig RandomConfig(Rng& rng, Kind kind, int n) {
+LimitConfig RandomConfig(Rng& rng, KindId kind, int n) {
   for (;;) {
     const Micros nice[] = {7, 1000, kSecond, 7 * kSecond, kMinute, kHour};
     Micros period = Chance(rng, 0.7) ? nice[rng() % 6] : UniformMicros(rng, 1, 100000);
@@ -70,7 +70,7 @@ LimitState RandomState(Rng& rng, const LimitConfig& row, Micros now, Micros orig
   if (!busy && Chance(rng, 0.15)) return Missing();
   Micros ts = Chance(rng, 0.15) ? now + UniformMicros(rng, 1, row.period)
                                 : now - UniformMicros(rng, 0, 3 * row.period);
-  if (row.kind == Kind::kFixedWindow) ts = InitialState(row, ts, origin).ts;
+  if (row.kind == kFixedWindow) ts = InitialState(row, ts, origin).ts;
   double top = Capacity(row) * (busy ? 0.2 : 1);
   return Stored(RandomValue(rng, row.rate, top, MaxDeficit(row)), ts);
 }
@@ -212,7 +212,7 @@ void CheckOneRow(Checker& check, Counts& counts, const LimitConfig& c, const Lim
   counts.plain_refused += !plain.ok;
 }
 
-void RunReservationProperty(Kind kind, int n, std::uint64_t seed, long cases) {
+void RunReservationProperty(KindId kind, int n, std::uint64_t seed, long cases) {
   Rng rng(seed);
   Checker check;
   Counts counts;
@@ -251,14 +251,14 @@ constexpr long kCases = 6000;
 TEST(ReservationProperty, TokenBucket) {
   for (int n : {1, 2, 3, 16}) {
     SCOPED_TRACE(n);
-    RunReservationProperty(Kind::kTokenBucket, n, 0x5eed0800 + n, kCases);
+    RunReservationProperty(kTokenBucket, n, 0x5eed0800 + n, kCases);
   }
 }
 
 TEST(ReservationProperty, FixedWindow) {
   for (int n : {1, 2, 3, 16}) {
     SCOPED_TRACE(n);
-    RunReservationProperty(Kind::kFixedWindow, n, 0x5eed0900 + n, kCases);
+    RunReservationProperty(kFixedWindow, n, 0x5eed0900 + n, kCases);
   }
 }
 

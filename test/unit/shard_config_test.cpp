@@ -24,7 +24,7 @@ using namespace testing_support;  // NOLINT(build/namespaces)
 // A row of an unsharded limit holds the config itself; a shard's row its share.
 TEST(RowConfig, IsTheConfigUnshardedAndTheShardsShareSharded) {
   LimitConfig config{};
-  config.kind = Kind::kTokenBucket;
+  config.kind = kTokenBucket;
   config.rate = 100;
   config.period = 60 * ratelimit::kMicrosPerSecond;
   config.shards = 1;
@@ -42,7 +42,7 @@ TEST(ShardConfig, DividesRateCapacityAndMaxReservedByN) {
   LimitConfig c = WithShards(WithMaxReserved(WithCapacity(TokenBucket(40, kMinute), 80), 20), 4);
   ASSERT_TRUE(ValidateConfig(c).ok());
   LimitConfig s = ShardConfig(c);
-  EXPECT_EQ(s.kind, Kind::kTokenBucket);
+  EXPECT_EQ(s.kind, kTokenBucket);
   EXPECT_EQ(s.period, kMinute);
   EXPECT_EQ(s.rate, 10.0);
   EXPECT_TRUE(s.has_capacity);
@@ -65,7 +65,7 @@ TEST(ShardConfig, CapacityDefaultsToRateOverN) {
   EXPECT_DOUBLE_EQ(MaxDeficit(s), MaxDeficit(TokenBucket(40, kMinute)) / 4);
 
   LimitConfig fw = ShardConfig(WithShards(WithStart(FixedWindow(30, kHour), 7), 3));
-  EXPECT_EQ(fw.kind, Kind::kFixedWindow);
+  EXPECT_EQ(fw.kind, kFixedWindow);
   EXPECT_EQ(fw.rate, 10.0);
   EXPECT_EQ(Capacity(fw), 10.0);
   EXPECT_TRUE(fw.has_start);
@@ -238,13 +238,13 @@ TEST(ShardsCanEverGrant, AgreesWithDecideShardsOnFullShards) {
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 3000; ++i) {
     const int n = 2 + static_cast<int>(rng() % 30);
-    const Kind kind = static_cast<Kind>(rng() % 3);
+    const KindId kind = kBuiltInKinds[rng() % std::size(kBuiltInKinds)];
     LimitConfig c = Config(kind, std::pow(10.0, unit(rng) * 8 - 2), kMinute);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
-    if (kind != Kind::kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithCapacity(c, c.rate * unit(rng) * 3);
+    if (kind != kSlidingWindow && unit(rng) < 0.5) c = WithMaxReserved(c, c.rate * unit(rng) * 3);
     c = WithShards(c, n);
     ASSERT_TRUE(ValidateConfig(c).ok());
-    const bool reserve = kind != Kind::kSlidingWindow && unit(rng) < 0.5;
+    const bool reserve = kind != kSlidingWindow && unit(rng) < 0.5;
     const double most = MostGrantable(c, reserve);
     for (double count : {most, std::nextafter(most, 0.0), std::nextafter(most, 1e300), most * unit(rng)}) {
       Request r{count, reserve};

@@ -24,7 +24,7 @@ namespace {
 
 using namespace testing_support;  // NOLINT(build/namespaces)
 
-LimitConfig RandomShardedConfig(Rng& rng, Kind kind, int n, bool extreme) {
+LimitConfig RandomShardedConfig(Rng& rng, KindId kind, int n, bool extreme) {
   for (;;) {
     const Micros nice[] = {1, 7, 1000, kSecond, 7 * kSecond, kMinute, kHour, kDay};
     Micros period = Chance(rng, 0.7) ? nice[rng() % 8] : UniformMicros(rng, 1, 100000);
@@ -47,7 +47,7 @@ long double AdmissionBound(const LimitConfig& c, const LimitConfig& shard, bool 
                            Micros last, Micros origin) {
   long double bound = Capacity(c);
   if (reserve) bound += static_cast<long double>(MaxDeficit(shard)) * c.shards;
-  if (c.kind == Kind::kTokenBucket) {
+  if (c.kind == kTokenBucket) {
     bound += static_cast<long double>(last - first) * c.rate / static_cast<long double>(c.period);
   } else {
     auto window = [&](Micros t) {
@@ -141,7 +141,7 @@ Request RandomRequest(Rng& rng, const LimitConfig& c, bool allow_reserve) {
   return r;
 }
 
-void RunShardedProperty(Kind kind, int n, bool reserve, bool extreme, std::uint64_t seed, long decisions) {
+void RunShardedProperty(KindId kind, int n, bool reserve, bool extreme, std::uint64_t seed, long decisions) {
   Rng rng(seed);
   Checker check;
   long made = 0;
@@ -300,16 +300,16 @@ constexpr long kDecisions = 12000;
 TEST(ShardsProperty, TokenBucket) {
   for (int n : {2, 4, 16}) {
     SCOPED_TRACE(n);
-    RunShardedProperty(Kind::kTokenBucket, n, false, false, 0x5eed0200 + n, kDecisions);
-    RunShardedProperty(Kind::kTokenBucket, n, true, false, 0x5eed0300 + n, kDecisions);
+    RunShardedProperty(kTokenBucket, n, false, false, 0x5eed0200 + n, kDecisions);
+    RunShardedProperty(kTokenBucket, n, true, false, 0x5eed0300 + n, kDecisions);
   }
 }
 
 TEST(ShardsProperty, FixedWindow) {
   for (int n : {2, 4, 16}) {
     SCOPED_TRACE(n);
-    RunShardedProperty(Kind::kFixedWindow, n, false, false, 0x5eed0400 + n, kDecisions);
-    RunShardedProperty(Kind::kFixedWindow, n, true, false, 0x5eed0500 + n, kDecisions);
+    RunShardedProperty(kFixedWindow, n, false, false, 0x5eed0400 + n, kDecisions);
+    RunShardedProperty(kFixedWindow, n, true, false, 0x5eed0500 + n, kDecisions);
   }
 }
 
@@ -317,8 +317,8 @@ TEST(ShardsProperty, FixedWindow) {
 TEST(ShardsProperty, ExtremeMagnitudes) {
   for (int n : {2, 16}) {
     SCOPED_TRACE(n);
-    RunShardedProperty(Kind::kTokenBucket, n, true, true, 0x5eed0600 + n, kDecisions / 2);
-    RunShardedProperty(Kind::kFixedWindow, n, true, true, 0x5eed0700 + n, kDecisions / 2);
+    RunShardedProperty(kTokenBucket, n, true, true, 0x5eed0600 + n, kDecisions / 2);
+    RunShardedProperty(kFixedWindow, n, true, true, 0x5eed0700 + n, kDecisions / 2);
   }
 }
 

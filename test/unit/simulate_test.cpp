@@ -76,7 +76,7 @@ TEST(Simulate, EveryKindAnswersAsDecideWithTheStoredState) {
                                  SlidingWindow(5, kSecond), SlidingWindow(10, kMinute)};
   for (const LimitConfig& c : configs) {
     std::vector<Arrival> arrivals = RandomArrivals(rng, c, 500, Capacity(c));
-    Micros origin = c.kind == Kind::kTokenBucket ? 0 : UniformMicros(rng, 0, c.period - 1);
+    Micros origin = c.kind == kTokenBucket ? 0 : UniformMicros(rng, 0, c.period - 1);
     ASSERT_NO_FATAL_FAILURE(ExpectSameAnswers(Simulated(c, arrivals, origin), ByHand(c, arrivals, origin)));
   }
 }

@@ -1,12 +1,17 @@
-// Shared builders and constants for the core unit tests.
+// Shared builders, constants and checks for the core unit tests.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 
+#include "kinds/registry.h"
 #include "limiter.h"
 
 namespace ratelimit {
@@ -22,7 +27,19 @@ constexpr Micros kW0 = Micros{1699999200} * kSecond;
 // An arbitrary clock reading for the token bucket (not window-aligned).
 constexpr Micros kT0 = Micros{1700000000} * kSecond + 123456;
 
-inline LimitConfig Config(Kind kind, double rate, Micros period) {
+// A registered kind by its name (the tests name kinds; the code does not).
+inline KindId KindNamed(const char* name) {
+  KindId id{};
+  if (!ParseKind(name, std::strlen(name), &id)) std::abort();  // a built-in kind missing from the registry
+  return id;
+}
+inline const KindId kTokenBucket = KindNamed("token bucket");
+inline const KindId kFixedWindow = KindNamed("fixed window");
+inline const KindId kSlidingWindow = KindNamed("sliding window");
+// Every built-in kind, for the tests that run over all of them.
+inline const KindId kBuiltInKinds[] = {kTokenBucket, kFixedWindow, kSlidingWindow};
+
+inline LimitConfig Config(KindId kind, double rate, Micros period) {
   LimitConfig c;
   c.has_kind = true;
   c.kind = kind;
@@ -33,15 +50,9 @@ inline LimitConfig Config(Kind kind, double rate, Micros period) {
   return c;
 }
 
-inline LimitConfig TokenBucket(double rate, Micros period) {
-  return Config(Kind::kTokenBucket, rate, period);
-}
-inline LimitConfig FixedWindow(double rate, Micros period) {
-  return Config(Kind::kFixedWindow, rate, period);
-}
-inline LimitConfig SlidingWindow(double rate, Micros period) {
-  return Config(Kind::kSlidingWindow, rate, period);
-}
+inline LimitConfig TokenBucket(double rate, Micros period) { return Config(kTokenBucket, rate, period); }
+inline LimitConfig FixedWindow(double rate, Micros period) { return Config(kFixedWindow, rate, period); }
+inline LimitConfig SlidingWindow(double rate, Micros period) { return Config(kSlidingWindow, rate, period); }
 
 inline LimitConfig WithCapacity(LimitConfig c, double capacity) {
   c.has_capacity = true;
@@ -89,6 +100,24 @@ inline LimitState Stored(double value, Micros ts, double prev = 0) {
 
 inline Request Take(double count) { return Request{count, false}; }
 inline Request Reserve(double count) { return Request{count, true}; }
+
+// One single-row decision at clock `now` (windows aligned to `origin`).
+inline Decision DecideAt(const LimitConfig& c, const LimitState& s, Micros now, const Request& r,
+                         Micros origin = 0) {
+  return Decide(c, s, now, origin, r);
+}
+
+// A refused request is granted at retry_at and still refused one µs earlier.
+inline void ExpectRetryIsExact(const LimitConfig& c, const LimitState& s, Micros now, const Request& r,
+                               Micros origin = 0) {
+  Decision d = DecideAt(c, s, now, r, origin);
+  ASSERT_FALSE(d.ok);
+  ASSERT_TRUE(d.has_retry);
+  ASSERT_GT(d.retry_at, now);
+  EXPECT_GT(d.retry_after, 0);
+  EXPECT_TRUE(DecideAt(c, s, d.retry_at, r, origin).ok) << "retry_at " << d.retry_at;
+  EXPECT_FALSE(DecideAt(c, s, d.retry_at - 1, r, origin).ok) << "retry_at - 1 " << d.retry_at - 1;
+}
 
 inline bool MessageHas(const Status& status, const char* needle) {
   return std::strstr(status.message, needle) != nullptr;

@@ -16,21 +16,6 @@ using namespace testing_support;  // NOLINT(build/namespaces)
 // 10 tokens per minute: one token every 6 seconds.
 LimitConfig TenPerMinute() { return TokenBucket(10, kMinute); }
 
-Decision DecideAt(const LimitConfig& c, const LimitState& s, Micros now, const Request& r) {
-  return Decide(c, s, now, 0, r);
-}
-
-// A refused request is granted at retry_at and still refused one µs earlier.
-void ExpectRetryIsExact(const LimitConfig& c, const LimitState& s, Micros now, const Request& r) {
-  Decision d = DecideAt(c, s, now, r);
-  ASSERT_FALSE(d.ok);
-  ASSERT_TRUE(d.has_retry);
-  ASSERT_GT(d.retry_at, now);
-  EXPECT_GT(d.retry_after, 0);
-  EXPECT_TRUE(DecideAt(c, s, d.retry_at, r).ok) << "retry_at " << d.retry_at;
-  EXPECT_FALSE(DecideAt(c, s, d.retry_at - 1, r).ok) << "retry_at - 1 " << d.retry_at - 1;
-}
-
 TEST(TokenBucket, MissingStateStartsFull) {
   Decision d = DecideAt(TenPerMinute(), Missing(), kT0, Take(1));
   EXPECT_TRUE(d.ok);

@@ -305,37 +305,37 @@ TEST(MaxDeficit, ClampedToMaxMagnitude) {
 }
 
 TEST(ParseKind, AcceptsExactlyTheThreeNames) {
-  Kind kind = Kind::kSlidingWindow;
+  KindId kind = kSlidingWindow;
   ASSERT_TRUE(ParseKind("token bucket", 12, &kind));
-  EXPECT_EQ(kind, Kind::kTokenBucket);
+  EXPECT_EQ(kind, kTokenBucket);
   ASSERT_TRUE(ParseKind("fixed window", 12, &kind));
-  EXPECT_EQ(kind, Kind::kFixedWindow);
+  EXPECT_EQ(kind, kFixedWindow);
   ASSERT_TRUE(ParseKind("sliding window", 14, &kind));
-  EXPECT_EQ(kind, Kind::kSlidingWindow);
+  EXPECT_EQ(kind, kSlidingWindow);
   // The length bounds the text: no terminating zero needed.
   ASSERT_TRUE(ParseKind("fixed windowXYZ", 12, &kind));
-  EXPECT_EQ(kind, Kind::kFixedWindow);
+  EXPECT_EQ(kind, kFixedWindow);
 
-  kind = Kind::kFixedWindow;
+  kind = kFixedWindow;
   for (const char* bad :
        {"Token Bucket", "token bucket ", "token", "tokenbucket", "token_bucket", "", "sliding"}) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(ParseKind(bad, std::strlen(bad), &kind));
-    EXPECT_EQ(kind, Kind::kFixedWindow);  // untouched on failure
+    EXPECT_EQ(kind, kFixedWindow);  // untouched on failure
   }
   EXPECT_FALSE(ParseKind("token bucket", 11, &kind));
 }
 
 TEST(KindName, RoundTripsThroughParseKind) {
-  for (Kind k : {Kind::kTokenBucket, Kind::kFixedWindow, Kind::kSlidingWindow}) {
+  for (KindId k : {kTokenBucket, kFixedWindow, kSlidingWindow}) {
     const char* name = KindName(k);
-    Kind parsed = k == Kind::kTokenBucket ? Kind::kSlidingWindow : Kind::kTokenBucket;
+    KindId parsed = k == kTokenBucket ? kSlidingWindow : kTokenBucket;
     ASSERT_TRUE(ParseKind(name, std::strlen(name), &parsed)) << name;
     EXPECT_EQ(parsed, k);
   }
-  EXPECT_STREQ(KindName(Kind::kTokenBucket), "token bucket");
-  EXPECT_STREQ(KindName(Kind::kFixedWindow), "fixed window");
-  EXPECT_STREQ(KindName(Kind::kSlidingWindow), "sliding window");
+  EXPECT_STREQ(KindName(kTokenBucket), "token bucket");
+  EXPECT_STREQ(KindName(kFixedWindow), "fixed window");
+  EXPECT_STREQ(KindName(kSlidingWindow), "sliding window");
 }
 
 }  // namespace

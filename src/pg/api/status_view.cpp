@@ -1,7 +1,5 @@
 // The ratelimit_status view's rows: every stored row of every storage, with
 // its kind and value now under the config calls apply to it.
-#include <initializer_list>
-
 #include "api/status_view.h"
 
 #include "api/fn_args.h"
@@ -27,8 +25,8 @@ struct StatusContext {
   Tuplestorestate* store;
   TupleDesc desc;
   Micros now;
-  Datum kind_names[3];  // by Kind, made once per scan
-  Datum storage_name;   // of the storage being scanned
+  Datum kind_names[ratelimit::kMaxKinds];  // by KindId, made once per scan
+  Datum storage_name;                      // of the storage being scanned
 };
 
 void PutStatusRow(const KeyedRow& row, void* context) {
@@ -65,9 +63,8 @@ Datum StatusRows(FunctionCallInfo fcinfo) {
   StatusContext status{};
   status.store = MaterializedResult(fcinfo, &status.desc);
   status.now = ClockNow();
-  for (ratelimit::Kind kind :
-       {ratelimit::Kind::kTokenBucket, ratelimit::Kind::kFixedWindow, ratelimit::Kind::kSlidingWindow})
-    status.kind_names[static_cast<int>(kind)] = CStringGetTextDatum(ratelimit::KindName(kind));
+  for (int i = 0; i < ratelimit::KindCount(); ++i)
+    status.kind_names[i] = CStringGetTextDatum(ratelimit::KindName(ratelimit::KindAt(i)));
   Oid previous_sql_role = EnterCallContext(fcinfo);
   const Storage* const* storages = nullptr;
   for (int i = 0, n = AllStorages(&storages); i < n; ++i) {

@@ -148,15 +148,17 @@ Micros RequireInstant(const char* field, const JsonbValue& value) {
   RaiseConfigError(field, "must be a number of milliseconds since 1970 or a timestamptz string", nullptr);
 }
 
-// The kind field: one of the three algorithm names.
-ratelimit::Kind RequireKind(const JsonbValue& value) {
+// The kind field: the name of a registered kind (src/core/kinds).
+ratelimit::KindId RequireKind(const JsonbValue& value) {
   if (value.type != jbvString) RaiseConfigError("kind", "must be a string", nullptr);
-  ratelimit::Kind kind;
+  ratelimit::KindId kind;
   if (ratelimit::ParseKind(value.val.string.val, value.val.string.len, &kind)) return kind;
+  char choice[256];
+  ratelimit::DescribeKindChoice(choice, sizeof choice);
   ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                   errmsg("unknown rate limit kind \"%.*s\"",
                          EchoLength(value.val.string.val, value.val.string.len), value.val.string.val),
-                  errdetail("Use \"token bucket\", \"fixed window\" or \"sliding window\".")));
+                  errdetail("%s", choice)));
   pg_unreachable();
 }
 
@@ -300,9 +302,10 @@ double JsonbNumberToDouble(const JsonbValue& value) {
 
 void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
   *out = LimitConfig{};
-  if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))
+  if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))  // the example: the default kind
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("config must be a JSON object"),
-                    errdetail("For example {\"kind\": \"token bucket\", \"rate\": 10, \"period\": 60000}.")));
+                    errdetail("For example {\"kind\": \"%s\", \"rate\": 10, \"period\": 60000}.",
+                              ratelimit::KindName(LimitConfig{}.kind))));
   JsonbIterator* it = JsonbIteratorInit(&config->root);
   JsonbValue key;
   JsonbValue value;

@@ -49,8 +49,8 @@ struct GrantRules {
            ratelimit::SameLimit(a.call.config, b.call.config);
   }
   // Whether record b can be carried by record a: the same row and life,
-  // subtransaction and rules. A token bucket's refund does not depend on the
-  // window. A window kind's does: a grant in a later window than a's means
+  // subtransaction and rules. A refund of a kind without windows does not
+  // depend on the window. A windowed kind's does: a grant in a later window than a's means
   // the row has moved on (its window never moves back), so a's grants could
   // no longer be given back and b replaces them.
   static bool CarriedBy(const PendingGrant& a, const PendingGrant& b) {
@@ -59,11 +59,11 @@ struct GrantRules {
            a.call.owner_config == b.call.owner_config && ratelimit::SameLimit(a.call.config, b.call.config) &&
            SameIdentity(a.call.id, b.call.id);
   }
-  // Adds b's amount to its carrier a (CarriedBy): a token bucket's amounts
-  // add up, as do a window's in the same window; b in a later window
-  // replaces a's (the row has moved on).
+  // Adds b's amount to its carrier a (CarriedBy): the amounts of a kind
+  // without windows add up, as do a window's in the same window; b in a
+  // later window replaces a's (the row has moved on).
   static void Carry(PendingGrant* a, const PendingGrant& b) {
-    if (b.call.config.kind == ratelimit::Kind::kTokenBucket || a->window == b.window) {
+    if (!ratelimit::KindOf(b.call.config.kind).windowed || a->window == b.window) {
       a->amount += b.amount;
     } else {
       a->amount = b.amount;

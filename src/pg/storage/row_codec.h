@@ -1,6 +1,7 @@
-// The stored row format (row_codec.cpp): which algorithm wrote a row,
-// carried by its prev column at no cost in storage for a token bucket, and
-// a row's state from the datums of its value, ts and prev columns.
+// The stored row format (row_codec.cpp): a row's state from the datums of
+// its value, ts and prev columns, and the row to write for a state. Which
+// kind wrote a row is carried by its prev column as the kind's table says
+// (ratelimit::PrevColumnOf, RowKindOf in src/core/kinds/registry.h).
 #pragma once
 
 #include "storage/seam.h"
@@ -17,14 +18,15 @@ StoredState StoredStateOfWrite(const RowWrite& row);
 // A stored state with no row (its kind unknown).
 StoredState NoStoredRow();
 
-bool StoredKindFits(StoredKind stored, ratelimit::Kind kind);
+// Whether a stored row is one `kind` may read as its own.
+bool StoredKindFits(ratelimit::RowKind stored, ratelimit::KindId kind);
 // The state a call of `kind` decides on at clock `now`: the stored one, or
-// no row (the initial state) when another algorithm wrote it or when its
+// no row (the initial state) when another kind wrote it or when its
 // idle_at has passed. An idle row is the same as no row under the config
 // that wrote it; reading it as no row under any config is what makes
 // ratelimit_cleanup(), which deletes exactly those rows, never change an
 // answer, whatever config changed since.
-LimitState StateForKind(const StoredState& stored, ratelimit::Kind kind, Micros now);
+LimitState StateForKind(const StoredState& stored, ratelimit::KindId kind, Micros now);
 // The row to write for `next` under `config`, its kind tagged.
 RowWrite TaggedRow(const LimitConfig& config, const LimitState& next, Micros idle_at);
 

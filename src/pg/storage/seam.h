@@ -17,9 +17,6 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-// Which algorithm wrote a stored row (row_codec.h reads and writes the tag).
-enum class StoredKind { kTokenBucket, kFixedWindow, kSlidingWindow, kTokenBucketOrFixedWindow };
-
 // Where the version of a row that was read is, in its storage's terms (the
 // table's: the tuple id); only the storage that read it interprets it.
 struct RowVersion {
@@ -29,7 +26,8 @@ struct RowVersion {
 // A row as a step read it.
 struct StoredState {
   LimitState state;
-  StoredKind kind;     // which algorithm wrote it (when state.exists)
+  // Which kind wrote it (when state.exists; row_codec.h reads its tag).
+  ratelimit::RowKind kind;
   bool has_idle_at;    // idle_at is known (not NULL, and the storage keeps it)
   Micros idle_at;      // from then on the row answers as no row (see StateForKind)
   bool busy;           // the row exists but another transaction holds it (kLockSkipLocked)
@@ -45,14 +43,14 @@ struct StoredState {
   uint64 incarnation;
 };
 
-// A row to write: the state, whether prev is kept (sliding window only,
-// else NULL: the kind tag is in next.prev) and when the row becomes the same
-// as no row.
+// A row to write: the state, whether prev is kept (else NULL), with the
+// kind's tag or figure in next.prev (row_codec.h's TaggedRow), and when the
+// row becomes the same as no row.
 struct RowWrite {
   LimitState next;
   bool keep_prev;
   Micros idle_at;
-  Micros period;  // the window period it is written under (0: a token bucket)
+  Micros period;  // the window period it is written under (0: a kind without windows)
 };
 
 // How a step reads a row: without a row lock (kUnlockedForWrite: the

@@ -68,7 +68,7 @@ struct SchemaFacts {
 const SchemaFacts& CurrentSchemaFacts();
 
 // Whether state rows tag their kind in prev (from 0.5.0, which created the
-// override table; before, a fixed window's row has a NULL prev too).
+// override table; before, a NULL prev may be any kind that reads untagged rows).
 bool RowKindsTagged();
 
 // Change whenever any backend changes definitions (overrides), or this one

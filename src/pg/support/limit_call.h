@@ -9,6 +9,7 @@
 // Every core header the adapter uses, before any PostgreSQL header (the
 // core's guard fires only where a core header is first included).
 #include "headers.h"
+#include "kinds/registry.h"
 #include "limiter.h"
 #include "policy.h"
 #include "shards.h"
