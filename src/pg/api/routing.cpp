@@ -118,7 +118,7 @@ struct SentParam {
 enum class ColumnKind { kText, kJsonb, kReceived };
 
 struct ReadColumn {
-  ColumnKind kind;
+  ColumnKind form;
   int attnum;  // its index in desc; -1: an error column (text)
   FmgrInfo receive;
   Oid ioparam;
@@ -228,12 +228,12 @@ void PlanParam(const char* name, int arg, Oid type, SentParam* param) {
 void PlanColumn(const char* name, Oid type, int attnum, ReadColumn* column) {
   column->attnum = attnum;
   if (type == TEXTOID || type == JSONBOID) {
-    column->kind = type == TEXTOID ? ColumnKind::kText : ColumnKind::kJsonb;
+    column->form = type == TEXTOID ? ColumnKind::kText : ColumnKind::kJsonb;
     return;
   }
   if (!BinaryScalar(type))
     elog(ERROR, "%s: a result column's type %s cannot be routed exactly", name, format_type_be(type));
-  column->kind = ColumnKind::kReceived;
+  column->form = ColumnKind::kReceived;
   Oid receive;
   getTypeBinaryInputInfo(type, &receive, &column->ioparam);
   fmgr_info_cxt(receive, &column->receive, CurrentMemoryContext);  // the plan's
@@ -483,7 +483,7 @@ void RequireText(const RoutedPlan& plan, int column, const char* bytes, int leng
 // Column `column` of an answer row (bytes, length) as the router's datum.
 Datum ReadValue(const RoutedPlan& plan, int column, char* bytes, int length) {
   const ReadColumn& read = plan.read[column];
-  switch (read.kind) {
+  switch (read.form) {
     case ColumnKind::kText:
       RequireText(plan, column, bytes, length);
       return PointerGetDatum(cstring_to_text_with_len(bytes, length));

@@ -104,8 +104,8 @@ void RedoForgetDatabase(const char* data, uint32 len) {
   (void)ForgetMemoryDatabase(database, false);
 }
 
-void Apply(uint8 kind, const char* data, uint32 len) {
-  switch (kind) {
+void Apply(uint8 record_type, const char* data, uint32 len) {
+  switch (record_type) {
     case kWalEntries:
       return RedoEntries(data, len);
     case kWalDelete:
@@ -121,12 +121,12 @@ void Apply(uint8 kind, const char* data, uint32 len) {
 // error anyway (none is known) is caught here, counted and logged, so that
 // it can never stop a server from starting or a standby from replaying.
 void Redo(XLogReaderState* record) {
-  uint8 kind = XLogRecGetInfo(record) & kWalKindMask;
+  uint8 record_type = XLogRecGetInfo(record) & kWalTypeMask;
   const char* data = XLogRecGetData(record);
   uint32 len = XLogRecGetDataLen(record);
   MemoryContext caller = CurrentMemoryContext;
   PG_TRY();
-  { Apply(kind, data, len); }
+  { Apply(record_type, data, len); }
   PG_CATCH();
   {
     MemoryContextSwitchTo(caller);
@@ -142,7 +142,7 @@ void Redo(XLogReaderState* record) {
 }
 
 const char* Identify(uint8 info) {
-  switch (info & kWalKindMask) {
+  switch (info & kWalTypeMask) {
     case kWalEntries:
       return "ENTRIES";
     case kWalDelete:
@@ -156,7 +156,7 @@ const char* Identify(uint8 info) {
 
 void Describe(StringInfo buf, XLogReaderState* record) {
   uint32 len = XLogRecGetDataLen(record);
-  switch (XLogRecGetInfo(record) & kWalKindMask) {
+  switch (XLogRecGetInfo(record) & kWalTypeMask) {
     case kWalEntries:
       appendStringInfo(buf, "%u bytes of entries", len);
       break;

@@ -23,10 +23,10 @@ const config_enum_entry kDurabilityOptions[] = {
 int durability = kDurabilityWal;
 
 // Appends the record's data and inserts it.
-XLogRecPtr Insert(uint8 kind, const char* data, int len) {
+XLogRecPtr Insert(uint8 type, const char* data, int len) {
   XLogBeginInsert();
   XLogRegisterData(const_cast<char*>(data), len);
-  return XLogInsert(static_cast<RmgrId>(kMemoryRmgrId), kind);
+  return XLogInsert(static_cast<RmgrId>(kMemoryRmgrId), type);
 }
 
 }  // namespace

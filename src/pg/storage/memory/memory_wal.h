@@ -19,11 +19,11 @@ namespace ratelimit_pg {
 // The resource manager's id: in the range PostgreSQL leaves to extensions
 // (128-255, the wiki's CustomWALResourceManagers list), and on that list.
 constexpr int kMemoryRmgrId = 200;
-// A record's kind, in the info byte's rmgr bits.
+// A record's type, in the info byte's rmgr bits.
 constexpr uint8 kWalEntries = 0x00;         // entries' states: n × (head, bytes)
 constexpr uint8 kWalDelete = 0x10;          // one identity removed (a reset)
 constexpr uint8 kWalForgetDatabase = 0x20;  // every entry of a database removed
-constexpr uint8 kWalKindMask = 0xF0;
+constexpr uint8 kWalTypeMask = 0xF0;
 
 // The head of a kWalDelete record, before the identity's bytes.
 struct WalDeleteHead {
