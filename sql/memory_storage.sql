@@ -9,6 +9,11 @@
 SET ratelimit.now = '2026-01-01 00:00:00+00';
 SELECT current_setting('server_version_num')::int >= 170000 AS dsm_registry;
 SELECT pg_temp.try($$ SELECT ratelimit_limit('ms', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}') $$);
+-- Without the preload memory limits cannot be durable (the WAL resource
+-- manager and its worker are registered only at server start): the setting
+-- reads off, and cannot be set.
+SHOW ratelimit.memory_durability;
+SELECT pg_temp.try($$ SET ratelimit.memory_durability = wal $$);
 SELECT pg_temp.try($$ SELECT ratelimit_check('ms', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_value('ms', 'k', '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_refund('ms', 'k', 1, '{"kind": "token bucket", "rate": 2, "period": 60000, "storage": "memory"}') $$);

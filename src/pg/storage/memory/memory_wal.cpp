@@ -31,13 +31,18 @@ XLogRecPtr Insert(uint8 type, const char* data, int len) {
 
 }  // namespace
 
+// Set at server start, with the preload: the WAL resource manager and the
+// worker can be registered only then. A library loaded later (no preload)
+// shows it read-only as off, which it is there.
 void DefineMemoryDurabilityGuc() {
+  bool preloading = process_shared_preload_libraries_in_progress;
   DefineCustomEnumVariable(
       "ratelimit.memory_durability", "How memory limits survive a crash and a failover.",
       "wal: every write of a memory limit is a WAL record, replayed after a crash and on standbys (needs "
       "shared_preload_libraries = 'ratelimit'). off: memory limits keep their state across a clean restart "
       "only; a crash or a failover starts them full.",
-      &durability, kDurabilityWal, kDurabilityOptions, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+      &durability, preloading ? kDurabilityWal : kDurabilityOff, kDurabilityOptions,
+      preloading ? PGC_POSTMASTER : PGC_INTERNAL, 0, nullptr, nullptr, nullptr);
 }
 
 bool MemoryDurabilityWal() { return durability == kDurabilityWal; }
