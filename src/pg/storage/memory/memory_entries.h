@@ -109,13 +109,14 @@ struct Layout {
   size_t entry_size;
 };
 
-constexpr Layout kCompact = {SharedTable::kMemoryLimits,           kCompactBytes,
+// inline: one object in every file (their addresses tell the tables apart).
+inline constexpr Layout kCompact = {SharedTable::kMemoryLimits,           kCompactBytes,
                              offsetof(CompactEntry, inline_share), offsetof(CompactEntry, inline_share),
                              offsetof(CompactEntry, row),          sizeof(CompactEntry)};
-constexpr Layout kLong = {SharedTable::kMemoryLongLimits,    kIdentityBytes,
+inline constexpr Layout kLong = {SharedTable::kMemoryLongLimits,    kIdentityBytes,
                           offsetof(LongEntry, inline_share), offsetof(LongEntry, inline_share),
                           offsetof(LongEntry, row),          sizeof(LongEntry)};
-constexpr const Layout* kLayouts[] = {&kCompact, &kLong};
+inline constexpr const Layout* kLayouts[] = {&kCompact, &kLong};
 
 struct MemoryHeader {
   uint64 seed;      // first: of the keys' hash
