@@ -3,7 +3,7 @@
 #include "storage/memory/memory_guard.h"
 
 #include "storage/memory/memory_persist.h"
-#include "storage/memory/memory_storage.h"
+#include "storage/memory/memory_recovery.h"
 #include "storage/memory/memory_wal.h"
 #include "support/clock.h"
 

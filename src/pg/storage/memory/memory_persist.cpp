@@ -41,7 +41,7 @@
 
 #include "shmem/shared_tables.h"
 #include "storage/memory/memory_record.h"
-#include "storage/memory/memory_storage.h"
+#include "storage/memory/memory_recovery.h"
 #include "storage/memory/memory_wal.h"
 #include "support/clock.h"
 
