@@ -406,7 +406,7 @@ struct Refusal {
   std::string name;
   std::optional<std::string> key;  // nullopt: the NULL (global) key
   double retry_after = 0;
-  std::string retry_at_text;  // as the server wrote it, in the session's time zone
+  std::string retry_at_text;  // as the server wrote it: in UTC, whatever the session's time zone
   std::optional<TimePoint> retry_at;
   double remaining = 0;
 };

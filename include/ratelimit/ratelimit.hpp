@@ -251,7 +251,8 @@ class RateLimited : public pqxx::sql_error {
   double retry_after() const noexcept { return refusal_.retry_after; }
   // That moment, parsed from retry_at_text() (nullopt only if the server wrote something unparsable).
   const std::optional<TimePoint>& retry_at() const noexcept { return refusal_.retry_at; }
-  // That moment as the server wrote it (ISO 8601, in the session's time zone).
+  // That moment as the server wrote it (ISO 8601, in UTC since 0.11.0; any
+  // offset is read).
   const std::string& retry_at_text() const noexcept { return refusal_.retry_at_text; }
   // The tokens available now (NaN if the server did not say).
   double remaining() const noexcept { return refusal_.remaining; }
