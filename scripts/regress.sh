@@ -39,7 +39,8 @@
 # (the files' \i paths start there), with the suite's folder as their input
 # directory and (from PostgreSQL 16, where they read expected files from
 # the current directory) their expected directory. On failure the diffs are
-# printed. RATELIMIT_REGRESS_RESULTS=DIR keeps every run's outputs in
+# printed; on a cluster of its own, the server log is checked for crashes
+# too. RATELIMIT_REGRESS_RESULTS=DIR keeps every run's outputs in
 # DIR/CONFIG (DIR/CONFIG-DB with --dbname), to review them or to refresh
 # expected/. With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set
 # (scripts/pgmajors.sh's enter_major exports them), the cluster, pg_regress
