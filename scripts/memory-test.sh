@@ -1,18 +1,13 @@
 #!/usr/bin/env bash
 # Tests limits with "storage": "memory" on clusters of their own:
 #
-# 1. A cluster started with shared_preload_libraries = 'ratelimit',
-#    ratelimit.memory_max_keys = 40 and max_prepared_transactions = 2:
-#    pg_regress (test/memory/sql: every function and kind, transactions and
-#    savepoints, read-only and PostgREST GETs, a full memory, the
-#    differential test against table limits, ratelimit_simulate against
-#    memory limits, identities at the entries' bounds, the names bound's
-#    inline half), the isolation specs
-#    (test/memory/specs: a grant seen at once, configs committed elsewhere
-#    applied at the next call, rollbacks and savepoints
-#    giving back, on_rollback keep, a terminated backend giving back), the
-#    libpqxx contention tests' memory cases (build/client_tests), a backend
-#    ended by idle_in_transaction_session_timeout, then, with
+# 1. A cluster started with test/regress/memory's settings
+#    (shared_preload_libraries = 'ratelimit', ratelimit.memory_max_keys =
+#    40, max_prepared_transactions = 2): that suite's pg_regress tests and
+#    isolation specs (scripts/regress.sh; its regress.conf says what they
+#    cover), the libpqxx contention tests' memory cases
+#    (build/client_tests), a backend ended by
+#    idle_in_transaction_session_timeout, then, with
 #    ratelimit.memory_durability = off, restarts: a clean one (pg_ctl
 #    restart -m fast) keeps the memory limits, an immediate stop and a
 #    backend killed with SIGKILL lose them; then a hot standby made with
@@ -30,35 +25,17 @@
 # program fails the test. With RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set
 # (scripts/pgmajors.sh's enter_major exports them), the clusters, psql,
 # pg_regress and the isolation tester are another major's, in its root.
+# The suite's pg_regress part alone: scripts/regress.sh memory [NAME...].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 # Not the cluster of the caller (scripts/test.sh exports its CLUSTER_DIR):
 # this script stops only clusters it started.
 CLUSTER_DIR=""
-PG_REGRESS=$(server_pgxs_program pg_regress)
-PG_ISOLATION_REGRESS=$(server_pgxs_program pg_isolation_regress)
-SRC=$(server_source_dir)
 MAJOR=$(in_server_root "$PG_BINDIR/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 failed=0
 fail() { echo "FAIL: $*" >&2; failed=1; }
 require_program build/client_tests "the libpqxx contention tests: cmake --build build" || failed=1
-
-# pg_regress (or the isolation tester, $1) of test/memory, from the top of
-# the source tree (the files' \i paths start there), writing to $2 (a host
-# path), the rest of the arguments its own; prints the diffs on failure.
-memory_regress() {
-  local program=$1 out=$2
-  shift 2
-  mkdir -p "$out"
-  chown_to_cluster_user "$out"
-  run_pg_client /usr/bin/env -C "$SRC" "$program" --bindir="$PG_BINDIR" --host="$(server_path "$PGHOST")" \
-    --port="$PGPORT" --inputdir="$SRC/test/memory" --outputdir="$(server_path "$out")" \
-    --load-extension=ratelimit "$@" || {
-    cat "$out/regression.diffs" 2>/dev/null || true
-    return 1
-  }
-}
 
 # psql against the current cluster: one value (-At), stopping on any error.
 psql_value() {
@@ -244,7 +221,7 @@ dropped_database_frees_memory() {
 # Names and keys at the bounds of memory entries (56 bytes together: a
 # compact entry, 57: a long one, 236: the longest), with the NULL key too,
 # are each kept exactly by a clean restart; 237 bytes is 54000 and leaves
-# nothing (test/memory/sql/memory_identity.sql checks the answers).
+# nothing (test/regress/memory/sql/memory_identity.sql checks the answers).
 IDENTITY_BOUNDS="(repeat('n', 16), repeat('k', 40)), (repeat('n', 16), repeat('k', 41)),
   (repeat('n', 16), repeat('k', 40) || 'x'), (repeat('m', 56), NULL), (repeat('m', 57), NULL),
   (repeat('n', 16), repeat('k', 220)), (repeat('m', 236), NULL)"
@@ -454,7 +431,9 @@ hot_standby_has_its_own_memory() {
 }
 
 trap 'stop_standby; stop_cluster' EXIT
-PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=40 -c max_prepared_transactions=2)
+# The server settings of test/regress/memory (its regress.conf).
+settings=$(scripts/regress.sh --settings memory)
+read -ra PRELOAD <<<"$settings"
 # --client PROGRAM: only the contention tests' memory cases, run by PROGRAM
 # (scripts/test.sh: the ASan+UBSan build of build/client_tests), on a
 # preloaded cluster of their own.
@@ -466,10 +445,7 @@ if [ "${1:-}" = "--client" ]; then
   exit $failed
 fi
 start_cluster "${PRELOAD[@]}"
-OUT=${MEMORY_TEST_OUT:-$CLUSTER_DIR/memory-results}
-memory_regress "$PG_REGRESS" "$OUT" --dbname=memory_regression ${MEMORY_REGRESS_TESTS:-memory_functions memory_transactions memory_readonly memory_full memory_echo memory_keys memory_diff memory_round4 memory_simulate memory_identity memory_bounds} || failed=1
-memory_regress "$PG_ISOLATION_REGRESS" "$OUT/iso" --dbname=memory_isolation \
-  ${MEMORY_ISOLATION_TESTS:-memory_visibility memory_keep memory_terminate memory_refund_identity memory_config_fresh} || failed=1
+scripts/regress.sh --running memory || failed=1
 if [ -x build/client_tests ]; then
   build/client_tests --gtest_brief=1 --gtest_filter='MemoryContentionTest.*:*/MemoryGiveBackTest.*' || failed=1
 fi

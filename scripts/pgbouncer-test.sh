@@ -3,9 +3,10 @@
 # pooling mode, in front of the throwaway cluster scripts/test.sh started
 # (CLUSTER_DIR, PGHOST and PGPORT set; the extension installed):
 #
-#   - test/pgbouncer/sql/pooled.sql with pg_regress: SET LOCAL of the
-#     extension's settings, throws => true aborting the caller's transaction,
-#     named limits redefined while other server connections cached them;
+#   - test/regress/pooler (pooled.sql) with scripts/regress.sh: SET LOCAL of
+#     the extension's settings, throws => true aborting the caller's
+#     transaction, named limits redefined while other server connections
+#     cached them;
 #   - build/client_api_tests (the C++ client's API tests);
 #   - the hot-key contention tests with their exact bounds (build/client_tests).
 #
@@ -26,8 +27,6 @@ PGBOUNCER=/usr/sbin/pgbouncer
 require_server_program "$PGBOUNCER" "Debian package pgbouncer"
 require_program build/client_api_tests "the C++ client's API tests: cmake --build build"
 require_program build/client_tests "the contention tests: cmake --build build"
-PG_REGRESS=$(server_pgxs_program pg_regress)
-SRC=$(server_source_dir)
 BOUNCER_DIR=$CLUSTER_DIR/pgbouncer
 BOUNCER_PORT=6432
 # The directories as pgbouncer and the server see them.
@@ -71,11 +70,7 @@ echo "-- pgbouncer $(as_cluster_user "$PGBOUNCER" --version | head -1), pool_mod
 failed=0
 run_pg_client "$PG_BINDIR/psql" -X -q -d postgres -c "DROP DATABASE IF EXISTS pooled" -c "CREATE DATABASE pooled"
 run_pg_client "$PG_BINDIR/psql" -X -q -d pooled -c "CREATE EXTENSION ratelimit"
-if ! run_pg_client "$PG_REGRESS" --use-existing --dbname=pooled --bindir="$PG_BINDIR" --host="$bouncer_dir" \
-     --port=$BOUNCER_PORT --inputdir="$SRC/test/pgbouncer" --outputdir="$bouncer_dir/regress" pooled; then
-  cat "$BOUNCER_DIR/regress/regression.diffs" 2>/dev/null || true
-  failed=1
-fi
+scripts/regress.sh --running pooler || failed=1
 echo "-- the C++ client's API tests through pgbouncer"
 PGDATABASE=pooled build/client_api_tests --gtest_brief=1 || failed=1
 echo "-- hot-key contention tests (exact bounds) through pgbouncer"

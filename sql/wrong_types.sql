@@ -5,7 +5,7 @@
 -- cast (CREATE CAST ... WITHOUT FUNCTION) can make; each case runs in a
 -- transaction that is rolled back. The router's own functions
 -- (ratelimit_proxy_result and the routed calls) are tested as a hostile
--- caller in test/plproxy/sql/hostile_callers.sql; docs/security.md lists
+-- caller in test/regress/router/sql/hostile_callers.sql; docs/security.md lists
 -- every C function PUBLIC can execute and how it checks what it reads.
 \i test/sql_support/setup.sql
 SET ratelimit.now = '2026-01-01 00:00:00+00';

@@ -7,13 +7,9 @@
 -- the setting is a placeholder there.
 \set cfg '{"kind": "token bucket", "rate": 2, "period": "1 minute"}'
 SELECT ok AS emptied FROM ratelimit_limit('pgrst', 'u1', :'cfg', 2);
- emptied 
----------
- t
-(1 row)
 
 -- The same refusal on the key's partition, called there directly
--- (error_of of test/plproxy/api.sql, on the partition).
+-- (error_of of test/regress/router/api.sql, on the partition).
 CREATE FUNCTION partition_error_of(name text, key text, statement text, error_format text)
 RETURNS TABLE (state text, message text, detail text, hint text)
 LANGUAGE plproxy AS $$
@@ -25,12 +21,6 @@ CREATE TABLE one_node AS
 SELECT f.format, e.* FROM unnest(ARRAY['plain', 'postgrest']) AS f(format),
      LATERAL partition_error_of('pgrst', 'u1', format($$SELECT ratelimit_limit('pgrst', 'u1', %L, throws => true)$$, :'cfg'), f.format) AS e;
 SELECT format, state FROM one_node ORDER BY format;
-  format   | state 
------------+-------
- plain     | PT429
- postgrest | PGRST
-(2 rows)
-
 -- A PGRST error parsed as PostgREST parses it.
 CREATE FUNCTION pg_temp.parsed(state text, message text, detail text)
 RETURNS TABLE (state text, code text, message text, details jsonb, hint text, status text, headers jsonb)
@@ -39,77 +29,35 @@ LANGUAGE sql AS $$
            message::jsonb ->> 'hint', detail::jsonb ->> 'status', detail::jsonb -> 'headers'
 $$;
 \set call 'SELECT ratelimit_limit(''pgrst'', ''u1'', ''{"kind": "token bucket", "rate": 2, "period": "1 minute"}'', throws => true)'
+
 -- Without a setting: PT429, as the partition raises it (detail JSON, no prefix).
 SELECT e.state, e.message, e.detail::jsonb, e.hint, (e.state, e.message, e.detail, e.hint) = (o.state, o.message, o.detail, o.hint) AS same_as_one_node
 FROM error_of(:'call') AS e, one_node AS o WHERE o.format = 'plain';
- state |           message           |                                                   detail                                                   |          hint           | same_as_one_node 
--------+-----------------------------+------------------------------------------------------------------------------------------------------------+-------------------------+------------------
- PT429 | rate limit "pgrst" exceeded | {"key": "u1", "name": "pgrst", "retry_at": "2026-01-01T00:00:30+00:00", "remaining": 0, "retry_after": 30} | Retry after 30 seconds. | t
-(1 row)
 
 -- SET ratelimit.error_format = postgrest in the router session.
 SET ratelimit.error_format = postgrest;
 CREATE TABLE routed AS SELECT 'SET' AS how, e.* FROM error_of(:'call') AS e;
 SELECT p.* FROM routed AS r, pg_temp.parsed(r.state, r.message, r.detail) AS p;
- state | code  |           message           |                                                  details                                                   |          hint           | status |                                                                                            headers                                                                                            
--------+-------+-----------------------------+------------------------------------------------------------------------------------------------------------+-------------------------+--------+-----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- PGRST | PT429 | rate limit "pgrst" exceeded | {"key": "u1", "name": "pgrst", "retry_at": "2026-01-01T00:00:30+00:00", "remaining": 0, "retry_after": 30} | Retry after 30 seconds. | 429    | {"RateLimit": "\"pgrst\";r=0;t=30", "Retry-After": "30", "RateLimit-Policy": "\"pgrst\";q=2;w=60", "X-RateLimit-Limit": "2", "X-RateLimit-Reset": "1767225630", "X-RateLimit-Remaining": "0"}
-(1 row)
-
 SELECT (r.state, r.message, r.detail, r.hint) = (o.state, o.message, o.detail, o.hint) AS same_as_one_node
 FROM routed AS r, one_node AS o WHERE o.format = 'postgrest';
- same_as_one_node 
-------------------
- t
-(1 row)
-
 -- ratelimit_check and ratelimit_limit_all refuse the same way; a grant or
 -- throws => false raises nothing.
 SELECT state, message::jsonb ->> 'code' AS code, detail::jsonb ->> 'status' AS status
 FROM error_of($$SELECT ratelimit_check('pgrst', 'u1', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', throws => true)$$);
- state | code  | status 
--------+-------+--------
- PGRST | PT429 | 429
-(1 row)
-
 SELECT state, message::jsonb ->> 'code' AS code, detail::jsonb ->> 'status' AS status
 FROM error_of($$SELECT ratelimit_limit_all('[{"name": "pgrst", "key": "u1", "config": {"kind": "token bucket", "rate": 2, "period": "1 minute"}}]', throws => true)$$);
- state | code  | status 
--------+-------+--------
- PGRST | PT429 | 429
-(1 row)
-
 SELECT ok, retry_after FROM ratelimit_limit('pgrst', 'u1', :'cfg');
- ok | retry_after 
-----+-------------
- f  |          30
-(1 row)
-
 SELECT state FROM error_of($$SELECT ratelimit_limit('pgrst', 'u2', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', throws => true)$$);
-  state   
-----------
- no error
-(1 row)
-
 -- Other errors come as the partition raised them too.
 SELECT state, message, hint FROM error_of($$SELECT ratelimit_limit('pgrst', 'u1', '{"kind": "token bucket", "rate": 0, "period": 1000}', throws => true)$$);
- state |                                 message                                  | hint 
--------+--------------------------------------------------------------------------+------
- 22023 | config field "rate" must be a number greater than zero and at most 1e300 | 
-(1 row)
-
 RESET ratelimit.error_format;
+
 -- SET LOCAL: that transaction only.
 BEGIN;
 SET LOCAL ratelimit.error_format = postgrest;
 INSERT INTO routed SELECT 'SET LOCAL', e.* FROM error_of(:'call') AS e;
 COMMIT;
 SELECT state FROM error_of(:'call');
- state 
--------
- PT429
-(1 row)
-
 -- A db-pre-request hook as docs/integrations.md's: set_config(..., true), then limit_all.
 CREATE FUNCTION pg_temp.limit_request(user_id text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -121,10 +69,6 @@ BEGIN;
 INSERT INTO routed SELECT 'hook', e.* FROM error_of($$SELECT pg_temp.limit_request('u1')$$) AS e;
 COMMIT;
 SELECT state FROM error_of(:'call');
- state 
--------
- PT429
-(1 row)
 
 -- A role setting (ALTER ROLE ... SET), applied when the role logs in.
 CREATE ROLE regress_rl_pgrst LOGIN;
@@ -135,25 +79,14 @@ CREATE TABLE role_errors AS SELECT * FROM error_of('SELECT 1') WITH NO DATA;
 GRANT INSERT ON role_errors TO regress_rl_pgrst;
 \c - regress_rl_pgrst
 SHOW ratelimit.error_format;
- ratelimit.error_format 
-------------------------
- postgrest
-(1 row)
-
 INSERT INTO role_errors SELECT * FROM error_of('SELECT ratelimit_limit(''pgrst'', ''u1'', ''{"kind": "token bucket", "rate": 2, "period": "1 minute"}'', throws => true)');
 \c - :tester
 INSERT INTO routed SELECT 'role setting', * FROM role_errors;
+
 -- Every way: the same PGRST error as one node's, message and detail JSON.
 SELECT r.how, r.state, (r.state, r.message, r.detail, r.hint) = (o.state, o.message, o.detail, o.hint) AS same_as_one_node,
        r.message::jsonb ->> 'code' AS code, r.detail::jsonb -> 'headers' ->> 'Retry-After' AS retry_after
 FROM routed AS r, one_node AS o WHERE o.format = 'postgrest' ORDER BY r.how;
-     how      | state | same_as_one_node | code  | retry_after 
---------------+-------+------------------+-------+-------------
- SET          | PGRST | t                | PT429 | 30
- SET LOCAL    | PGRST | t                | PT429 | 30
- hook         | PGRST | t                | PT429 | 30
- role setting | PGRST | t                | PT429 | 30
-(4 rows)
 
 DROP TABLE role_errors, routed, one_node;
 REVOKE USAGE ON FOREIGN SERVER ratelimit FROM regress_rl_pgrst;

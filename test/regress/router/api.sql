@@ -4,7 +4,7 @@
 -- whether PUBLIC may read it). Trigger functions and the functions the
 -- extension's views read their rows from (internal row helpers) are left
 -- out. scripts/plproxy-test.sh loads it into every partition database and
--- the router, and test/plproxy/sql/router.sql compares ratelimit on the
+-- the router, and test/regress/router/sql/router.sql compares ratelimit on the
 -- partitions with ratelimit_proxy on the router.
 CREATE FUNCTION public.extension_api(extension name)
 RETURNS TABLE (kind text, object text, signature text, result text, public_access boolean)
@@ -63,7 +63,7 @@ $$;
 
 -- Sets a setting of the current database for new sessions, as ALTER
 -- DATABASE ... SET does (value NULL: RESET); answers the database's name.
--- test/plproxy/sql/routed_settings.sql calls it on every partition through
+-- test/regress/router/sql/routed_settings.sql calls it on every partition through
 -- PL/Proxy, to give the partitions settings of their own.
 CREATE FUNCTION public.set_database_setting(setting text, value text) RETURNS text
 LANGUAGE plpgsql

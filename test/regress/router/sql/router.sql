@@ -3,6 +3,7 @@
 -- scripts/plproxy-test.sh. The partitions' clocks are frozen at
 -- 2026-01-01 00:00:00+00 (ALTER DATABASE ... SET ratelimit.now).
 \set cfg '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}'
+
 -- Test helpers: what each partition holds, read through PL/Proxy itself.
 CREATE FUNCTION partition_rows()
 RETURNS TABLE (db text, name text, key text, shard smallint, value double precision)
@@ -25,7 +26,7 @@ LANGUAGE plproxy AS $$
     RUN ON ALL;
     SELECT current_database()::text AS db, d.name, d.config FROM public.ratelimit_definition AS d;
 $$;
--- The user-facing API of ratelimit on every partition (test/plproxy/api.sql,
+-- The user-facing API of ratelimit on every partition (test/regress/router/api.sql,
 -- loaded there and here by scripts/plproxy-test.sh).
 CREATE FUNCTION partition_api()
 RETURNS TABLE (db text, kind text, object text, signature text, result text, public_access boolean)
@@ -43,26 +44,12 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ': ' || SQLERRM;
 END;
 $$;
+
 -- The router: plproxy and ratelimit_proxy, and no limit state of its own.
 SELECT extname, CASE extname WHEN 'ratelimit_proxy' THEN extversion ELSE 'any' END AS extversion
 FROM pg_extension WHERE extname IN ('plproxy', 'ratelimit_proxy') ORDER BY 1;
-     extname     | extversion 
------------------+------------
- plproxy         | any
- ratelimit_proxy | 0.9.0
-(2 rows)
-
 SELECT count(*) AS router_tables FROM pg_class WHERE relname LIKE 'ratelimit%' AND relkind = 'r';
- router_tables 
----------------
-             0
-(1 row)
-
 SELECT ratelimit_partitions();
- ratelimit_partitions 
-----------------------
-                    4
-(1 row)
 
 -- Every user-facing function, view and type of ratelimit on the partitions
 -- has a twin on the router of the same name, argument names, types and
@@ -75,27 +62,12 @@ WHERE object NOT IN ('ratelimit_hash', 'ratelimit_partition', 'ratelimit_partiti
   AND object NOT LIKE 'ratelimit\_proxy\_%';
 CREATE TEMP TABLE partitions_api AS SELECT * FROM partition_api() WHERE object NOT LIKE 'ratelimit\_proxy\_%';
 SELECT kind, count(*) AS objects FROM router_api GROUP BY kind ORDER BY kind;
-   kind   | objects 
-----------+---------
- function |      15
- type     |       1
- view     |       2
-(3 rows)
-
 SELECT count(DISTINCT db) AS partitions_compared FROM partitions_api;
- partitions_compared 
----------------------
-                   4
-(1 row)
-
 (SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p
  EXCEPT SELECT * FROM partitions_api)
 UNION ALL
 (SELECT * FROM partitions_api
  EXCEPT SELECT p.db, r.* FROM router_api AS r CROSS JOIN (SELECT DISTINCT db FROM partitions_api) AS p);
- db | kind | object | signature | result | public_access 
-----+------+--------+-----------+--------+---------------
-(0 rows)
 
 -- The partition's side of the router (ratelimit_proxy_<function>, which
 -- return errors as data) has a router function of the same name for each,
@@ -105,356 +77,101 @@ UNION ALL
 -- and rights; their row types have twins too. (Empty.)
 CREATE TEMP TABLE partitions_proxy AS SELECT * FROM partition_api() WHERE object LIKE 'ratelimit\_proxy\_%';
 SELECT DISTINCT object FROM partitions_proxy ORDER BY 1;
-           object            
------------------------------
- ratelimit_proxy_answer
- ratelimit_proxy_check
- ratelimit_proxy_cleanup
- ratelimit_proxy_define
- ratelimit_proxy_entry
- ratelimit_proxy_headers
- ratelimit_proxy_limit
- ratelimit_proxy_limit_all
- ratelimit_proxy_override
- ratelimit_proxy_refund
- ratelimit_proxy_reset
- ratelimit_proxy_simulate
- ratelimit_proxy_stats_reset
- ratelimit_proxy_undefine
- ratelimit_proxy_unoverride
- ratelimit_proxy_value
-(16 rows)
-
 SELECT * FROM partitions_proxy AS p
 WHERE NOT EXISTS (SELECT FROM extension_api('ratelimit_proxy') AS r
                   WHERE (r.kind, r.object, r.signature, r.result, r.public_access)
                         IN ((p.kind, p.object, 'hash integer, ' || p.signature, p.result, p.public_access),
                             (p.kind, p.object, p.signature, p.result, p.public_access)));
- db | kind | object | signature | result | public_access 
-----+------+--------+-----------+--------+---------------
-(0 rows)
 
 -- The hash: stable (these values never change), NULL key distinct from ''.
 SELECT ratelimit_hash('sendMessage', 'u1') AS u1, ratelimit_hash('sendMessage', NULL) AS global,
        ratelimit_hash('sendMessage', '') AS empty, ratelimit_hash('', NULL) AS nothing;
-     u1      |   global   |   empty    |   nothing   
--------------+------------+------------+-------------
- -1354239332 | 1633735684 | 2009658327 | -1709408542
-(1 row)
-
 SELECT ratelimit_hash('n', 'k') = ('x' || left(md5('1:n=k'), 8))::bit(32)::integer AS documented,
        ratelimit_hash('n', NULL) = ('x' || left(md5('1:n'), 8))::bit(32)::integer AS documented_null,
        ratelimit_hash('né', 'ü') = ('x' || left(md5('3:né=ü'), 8))::bit(32)::integer AS bytes_not_characters;
- documented | documented_null | bytes_not_characters 
-------------+-----------------+----------------------
- t          | t               | t
-(1 row)
-
 SELECT k, ratelimit_partition('pair', k) FROM unnest(ARRAY['a', 'b', 'c']) AS k;
- k | ratelimit_partition 
----+---------------------
- a |                   2
- b |                   1
- c |                   2
-(3 rows)
-
 SELECT ratelimit_partition('global', NULL) AS global_null, ratelimit_partition('global', '') AS global_empty;
- global_null | global_empty 
--------------+--------------
-           1 |            2
-(1 row)
 
 -- ratelimit_limit: each key's row is on exactly one partition, its own, and
 -- 40 keys use every partition.
 SELECT count(*) FILTER (WHERE r.ok) AS granted
 FROM generate_series(1, 40) AS g, ratelimit_limit('spread', 'k' || g, :'cfg') AS r;
- granted 
----------
-      40
-(1 row)
-
 SELECT count(*) AS rows, count(DISTINCT key) AS keys, count(DISTINCT db) AS partitions,
        count(*) FILTER (WHERE db <> 'rl_p' || ratelimit_partition(name, key)) AS misplaced
 FROM partition_rows() WHERE name = 'spread';
- rows | keys | partitions | misplaced 
-------+------+------------+-----------
-   40 |   40 |          4 |         0
-(1 row)
-
 SELECT db, count(*) FROM partition_rows() WHERE name = 'spread' GROUP BY db ORDER BY db;
-  db   | count 
--------+-------
- rl_p0 |    14
- rl_p1 |     6
- rl_p2 |    11
- rl_p3 |     9
-(4 rows)
-
 -- The router computes ratelimit_hash itself (in C since 0.9.0): the same
 -- partitions for multibyte names and keys, '' keys and NULL keys.
 SELECT count(*) FILTER (WHERE r.ok) AS granted
 FROM generate_series(1, 60) AS g,
      ratelimit_limit('né' || g, CASE g % 3 WHEN 0 THEN NULL WHEN 1 THEN '' ELSE 'ü' || g END, :'cfg') AS r;
- granted 
----------
-      60
-(1 row)
-
 SELECT count(*) AS rows, count(DISTINCT db) AS partitions,
        count(*) FILTER (WHERE db <> 'rl_p' || ratelimit_partition(name, key)) AS misplaced
 FROM partition_rows() WHERE name LIKE 'né%';
- rows | partitions | misplaced 
-------+------------+-----------
-   60 |          4 |         0
-(1 row)
-
 -- The global limit (NULL key) and the key '' are different limits, each on its partition.
 SELECT * FROM ratelimit_limit('global', NULL, :'cfg', 2);
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         3 |          12
-(1 row)
-
 SELECT * FROM ratelimit_limit('global', '', :'cfg');
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         4 |           6
-(1 row)
-
 SELECT db, key IS NULL AS global, value FROM partition_rows() WHERE name = 'global' ORDER BY db;
-  db   | global | value 
--------+--------+-------
- rl_p1 | t      |     3
- rl_p2 | f      |     4
-(2 rows)
 
 -- Every other function, routed.
 SELECT * FROM ratelimit_check('spread', 'k1', :'cfg', 4);
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         0 |          30
-(1 row)
-
 SELECT * FROM ratelimit_check('spread', 'k1', :'cfg', 5);
- ok | retry_after |           retry_at           | remaining | reset_after 
-----+-------------+------------------------------+-----------+-------------
- f  |           6 | Wed Dec 31 16:00:06 2025 PST |         4 |           6
-(1 row)
-
 SELECT * FROM ratelimit_value('spread', 'k1', :'cfg');
- value |              ts              
--------+------------------------------
-     4 | Wed Dec 31 16:00:00 2025 PST
-(1 row)
-
 SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg', 4);
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         0 |          30
-(1 row)
-
 SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg');
- ok | retry_after |           retry_at           | remaining | reset_after 
-----+-------------+------------------------------+-----------+-------------
- f  |           6 | Wed Dec 31 16:00:06 2025 PST |         0 |          30
-(1 row)
-
 SELECT ratelimit_headers('spread', r, :'cfg') FROM ratelimit_limit('spread', 'k1', :'cfg') AS r;
-                                                                                       ratelimit_headers                                                                                        
-------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- {"RateLimit": "\"spread\";r=0;t=6", "Retry-After": "6", "RateLimit-Policy": "\"spread\";q=10;w=60", "X-RateLimit-Limit": "5", "X-RateLimit-Reset": "1767225606", "X-RateLimit-Remaining": "0"}
-(1 row)
-
 SELECT * FROM ratelimit_refund('spread', 'k1', 2, :'cfg');
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         2 |          18
-(1 row)
-
 SELECT * FROM ratelimit_limit('spread', 'k1', :'cfg', reserve => true, count => 3);
- ok | retry_after |           retry_at           | remaining | reset_after 
-----+-------------+------------------------------+-----------+-------------
- t  |           6 | Wed Dec 31 16:00:06 2025 PST |        -1 |          36
-(1 row)
-
 SELECT ratelimit_reset('spread', 'k1') AS reset, ratelimit_reset('spread', 'k1') AS again;
- reset | again 
--------+-------
- t     | f
-(1 row)
-
 SELECT count(*) AS rows_of_k1 FROM partition_rows() WHERE name = 'spread' AND key = 'k1';
- rows_of_k1 
-------------
-          0
-(1 row)
-
 SELECT ratelimit_cleanup();
- ratelimit_cleanup 
--------------------
-                 0
-(1 row)
 
 -- Overrides live on the key's partition; the key's calls and its headers
 -- (routed by the key) see them, other keys do not.
 SELECT ratelimit_override('spread', 'k3', '{"kind": "token bucket", "rate": 100, "period": "1 minute", "capacity": 50}');
- ratelimit_override 
---------------------
- 
-(1 row)
-
 SELECT db, key FROM partition_overrides() ORDER BY db, key;
-  db   | key 
--------+-----
- rl_p2 | k3
-(1 row)
-
 SELECT count(*) FILTER (WHERE db = 'rl_p' || ratelimit_partition('spread', 'k3')) AS on_its_partition FROM partition_overrides();
- on_its_partition 
-------------------
-                1
-(1 row)
-
 SELECT ok, remaining FROM ratelimit_limit('spread', 'k3', :'cfg', 10);
- ok | remaining 
-----+-----------
- f  |         4
-(1 row)
-
 SELECT ratelimit_headers('spread', r, :'cfg', 'k3') -> 'RateLimit-Policy' AS keyed_policy,
        ratelimit_headers('spread', r, :'cfg') -> 'RateLimit-Policy' AS global_policy
 FROM ratelimit_check('spread', 'k3', :'cfg') AS r;
-      keyed_policy       |     global_policy      
--------------------------+------------------------
- "\"spread\";q=100;w=60" | "\"spread\";q=10;w=60"
-(1 row)
-
 SELECT ratelimit_unoverride('spread', 'k3') AS unoverridden, ratelimit_unoverride('spread', 'k3') AS again;
- unoverridden | again 
---------------+-------
- t            | f
-(1 row)
-
 SELECT count(*) AS overrides_left FROM partition_overrides();
- overrides_left 
-----------------
-              0
-(1 row)
-
 SELECT ratelimit_headers('spread', r, :'cfg', 'k3') -> 'RateLimit-Policy' AS keyed_policy
 FROM ratelimit_check('spread', 'k3', :'cfg') AS r;
-      keyed_policy      
-------------------------
- "\"spread\";q=10;w=60"
-(1 row)
 
 -- ratelimit_status gathers every partition's rows (each on its own).
 SELECT s.key, s.storage, s.stored_value, p.db = 'rl_p' || ratelimit_partition(s.name, s.key) AS own_partition
 FROM ratelimit_status AS s JOIN partition_rows() AS p USING (name, key, shard)
 WHERE s.name = 'spread' AND s.key IN ('k3', 'k4', 'k5') ORDER BY s.key;
- key | storage | stored_value | own_partition 
------+---------+--------------+---------------
- k3  | table   |            4 | t
- k4  | table   |            4 | t
- k5  | table   |            4 | t
-(3 rows)
-
 SELECT count(*) AS status_rows, (SELECT count(*) FROM partition_rows()) AS partition_rows FROM ratelimit_status;
- status_rows | partition_rows 
--------------+----------------
-         101 |            101
-(1 row)
-
 -- ratelimit_stats_reset reaches every partition (the counters need shared
--- memory: test/plproxy/sql/router_shared.sql).
+-- memory: test/regress/router/sql/router_shared.sql).
 SELECT ratelimit_stats_reset();
- ratelimit_stats_reset 
------------------------
- 
-(1 row)
 
 -- Named limits are stored on every partition and removed from every one.
 SELECT ratelimit_define('named', :'cfg');
- ratelimit_define 
-------------------
- 
-(1 row)
-
 SELECT db, name, config FROM partition_definitions() WHERE name = 'named' ORDER BY db;
-  db   | name  |                                  config                                   
--------+-------+---------------------------------------------------------------------------
- rl_p0 | named | {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}
- rl_p1 | named | {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}
- rl_p2 | named | {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}
- rl_p3 | named | {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}
-(4 rows)
-
 SELECT count(*) FILTER (WHERE r.ok) AS granted FROM generate_series(1, 12) AS g, ratelimit_limit('named', 'k' || g) AS r;
- granted 
----------
-      12
-(1 row)
-
 SELECT count(DISTINCT db) AS partitions FROM partition_rows() WHERE name = 'named';
- partitions 
-------------
-          4
-(1 row)
-
 SELECT ratelimit_headers('named', (true, NULL, NULL, 4, 12)::ratelimit_result);
-                                                                             ratelimit_headers                                                                             
----------------------------------------------------------------------------------------------------------------------------------------------------------------------------
- {"RateLimit": "\"named\";r=4;t=12", "RateLimit-Policy": "\"named\";q=10;w=60", "X-RateLimit-Limit": "5", "X-RateLimit-Reset": "1767225612", "X-RateLimit-Remaining": "4"}
-(1 row)
-
 SELECT ratelimit_undefine('named') AS undefined, ratelimit_undefine('named') AS again;
- undefined | again 
------------+-------
- t         | f
-(1 row)
-
 SELECT count(*) AS definitions_left FROM partition_definitions() WHERE name = 'named';
- definitions_left 
-------------------
-                0
-(1 row)
 
 -- ratelimit_limit_all: on one partition, all or nothing there ('a' and 'c'
 -- are on partition 2, 'b' on 1).
 SELECT * FROM ratelimit_limit_all(jsonb_build_array(
     jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb, 'count', 2),
     jsonb_build_object('name', 'pair', 'key', 'c', 'config', :'cfg'::jsonb, 'count', 5)));
- name | key | ok | retry_after | retry_at | remaining | reset_after 
-------+-----+----+-------------+----------+-----------+-------------
- pair | a   | t  |             |          |         3 |          12
- pair | c   | t  |             |          |         0 |          30
-(2 rows)
-
 SELECT * FROM ratelimit_limit_all(jsonb_build_array(
     jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb),
     jsonb_build_object('name', 'pair', 'key', 'c', 'config', :'cfg'::jsonb)));
- name | key | ok | retry_after |           retry_at           | remaining | reset_after 
-------+-----+----+-------------+------------------------------+-----------+-------------
- pair | a   | t  |             |                              |         2 |          18
- pair | c   | f  |           6 | Wed Dec 31 16:00:06 2025 PST |         0 |          30
-(2 rows)
-
 -- Spanning partitions: 0A000, and nothing is consumed anywhere.
 \set VERBOSITY default
 SELECT * FROM ratelimit_limit_all(jsonb_build_array(
     jsonb_build_object('name', 'pair', 'key', 'a', 'config', :'cfg'::jsonb),
     jsonb_build_object('name', 'pair', 'key', 'b', 'config', :'cfg'::jsonb)));
-ERROR:  limits span partitions 2 and 1: ratelimit_limit_all through the router runs on one partition
-DETAIL:  limits[0] ("pair", "a") is on partition 2, limits[1] ("pair", "b") on partition 1. Nothing was consumed: all or nothing across partitions would need two-phase commit.
-HINT:  Call ratelimit_limit_all once per partition (ratelimit_partition(name, key) tells which), or route the caller's own function to the partition of its key.
-CONTEXT:  PL/pgSQL function public.ratelimit_limit_all_hash(jsonb) line 23 at RAISE
-PL/pgSQL function ratelimit_limit_all(jsonb,boolean) line 5 at FOR over SELECT rows
 SELECT key, value FROM partition_rows() WHERE name = 'pair' ORDER BY key;
- key | value 
------+-------
- a   |     3
- c   |     0
-(2 rows)
 
 -- Errors keep their SQLSTATE through the router. Every routed function
 -- raises the partition's error as the partition raised it (message,
@@ -462,135 +179,38 @@ SELECT key, value FROM partition_rows() WHERE name = 'pair' ORDER BY key;
 -- NOTICE from PL/Proxy). Only errors that end the connection (a partition
 -- going away) keep PL/Proxy's prefix naming the function and partition.
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', 5, throws => true);
-ERROR:  rate limit "spread" exceeded
-DETAIL:  {"name": "spread", "key": "k2", "retry_after": 6, "retry_at": "2026-01-01T00:00:06+00:00", "remaining": 4}
-HINT:  Retry after 6 seconds.
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg', throws => true);
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         3 |          12
-(1 row)
-
 SELECT * FROM ratelimit_limit('spread', 'k2', :'cfg');
- ok | retry_after | retry_at | remaining | reset_after 
-----+-------------+----------+-----------+-------------
- t  |             |          |         2 |          18
-(1 row)
-
 SET client_min_messages = warning;
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', 5, throws => true)$$) AS throws;
-               throws                
--------------------------------------
- PT429: rate limit "spread" exceeded
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_check('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', 5, throws => true)$$) AS check_throws;
-            check_throws             
--------------------------------------
- PT429: rate limit "spread" exceeded
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 0, "period": 1000}')$$) AS bad_config;
-                                   bad_config                                    
----------------------------------------------------------------------------------
- 22023: config field "rate" must be a number greater than zero and at most 1e300
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 1, "peroid": 1000}')$$) AS unknown_field;
-            unknown_field             
---------------------------------------
- 22023: unknown config field "peroid"
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('spread', 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}', -1)$$) AS negative_count;
-                  negative_count                   
----------------------------------------------------
- 22023: count must be a number between 0 and 1e300
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit(NULL, 'k2', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS null_name;
-          null_name           
-------------------------------
- 22004: name must not be null
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit('undefined', 'k2')$$) AS not_defined;
-                 not_defined                  
-----------------------------------------------
- 42704: rate limit "undefined" is not defined
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_value('undefined', 'k2')$$) AS value_not_defined;
-              value_not_defined               
-----------------------------------------------
- 42704: rate limit "undefined" is not defined
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_override('spread', NULL, '{"kind": "token bucket", "rate": 10, "period": "1 minute"}')$$) AS override_null_key;
-      override_null_key      
------------------------------
- 22004: key must not be null
-(1 row)
-
 -- (Every partition refuses it; the router raises the first answer's error.)
 SELECT pg_temp.outcome($$SELECT ratelimit_define('bad', '{"kind": "token bucket"}')$$) AS define_bad;
-               define_bad               
-----------------------------------------
- 22023: config field "rate" is required
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('{"name": "pair"}')$$) AS not_an_array;
-            not_an_array            
-------------------------------------
- 22023: limits must be a JSON array
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "kee": "c"}]')$$) AS unknown_element_field;
-         unknown_element_field         
----------------------------------------
- 22023: limits[0]: unknown field "kee"
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a"}, {"name": "pair", "key": "b"}]', throws => true)$$) AS spanning;
-                                              spanning                                               
------------------------------------------------------------------------------------------------------
- 0A000: limits span partitions 2 and 1: ratelimit_limit_all through the router runs on one partition
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_limit_all('[{"name": "pair", "key": "a", "count": 5, "config": {"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}}]', throws => true)$$) AS limit_all_throws;
-         limit_all_throws          
------------------------------------
- PT429: rate limit "pair" exceeded
-(1 row)
-
 -- The router's own refusals, before any partition is asked: a NULL hash
 -- for a function routed by hash (22004), and a C function on the router's
 -- entry point that is not one of its routed functions (55000; only a
 -- superuser can create one).
 SELECT pg_temp.outcome($$SELECT ratelimit_proxy_value(NULL, 'spread', 'k2', NULL)$$) AS null_hash;
-                                      null_hash                                      
--------------------------------------------------------------------------------------
- 22004: public.ratelimit_proxy_value: the hash that routes the call must not be NULL
-(1 row)
-
 CREATE FUNCTION public.stray_route() RETURNS record AS '$libdir/ratelimit', 'ratelimit_proxy_route' LANGUAGE C;
 SELECT pg_temp.outcome($$SELECT * FROM public.stray_route() AS t(x integer)$$) AS not_routed;
-                                  not_routed                                  
-------------------------------------------------------------------------------
- 55000: function stray_route is not one of ratelimit_proxy's routed functions
-(1 row)
-
 DROP FUNCTION public.stray_route();
 SELECT count(*) AS definitions_of_bad FROM partition_definitions() WHERE name = 'bad';
- definitions_of_bad 
---------------------
-                  0
-(1 row)
 
 -- ratelimit_simulate: any partition answers, and every partition answers
 -- the same rows as the router returns (instants compared as epochs: the
 -- partitions' sessions have their own time zone); its errors come back as one node
--- raises them (test/plproxy/sql/no_reconnect.sql compares them); it writes
+-- raises them (test/regress/router/sql/no_reconnect.sql compares them); it writes
 -- nothing anywhere.
 CREATE FUNCTION partition_simulations(config jsonb, arrivals timestamptz[], counts float8[], name text, key text)
 RETURNS TABLE (db text, answers text)
@@ -603,143 +223,44 @@ $$;
 \set simcfg '{"kind": "sliding window", "rate": 3, "period": "1 minute"}'
 \set simarrivals '{2026-01-01 00:00:00+00, 2026-01-01 00:00:10+00, 2026-01-01 00:00:20+00, 2026-01-01 00:00:30+00, 2026-01-01 00:01:10+00, 2026-01-01 00:01:30+00}'
 SELECT * FROM ratelimit_simulate(:'simcfg', :'simarrivals', counts => NULL, name => 'sim', key => 'k');
-              at              | count | ok | remaining | retry_after 
-------------------------------+-------+----+-----------+-------------
- Wed Dec 31 16:00:00 2025 PST |     1 | t  |         2 |            
- Wed Dec 31 16:00:10 2025 PST |     1 | t  |         2 |            
- Wed Dec 31 16:00:20 2025 PST |     1 | t  |         1 |            
- Wed Dec 31 16:00:30 2025 PST |     1 | t  |         0 |            
- Wed Dec 31 16:01:10 2025 PST |     1 | t  |         0 |            
- Wed Dec 31 16:01:30 2025 PST |     1 | t  |         0 |            
-(6 rows)
-
 SELECT count(*) AS partitions, count(*) FILTER (WHERE p.answers = r.answers) AS same_answers
 FROM partition_simulations(:'simcfg', :'simarrivals', NULL, 'sim', 'k') AS p,
      (SELECT string_agg(concat_ws(':', extract(epoch FROM s.at), s.count, s.ok, s.remaining, s.retry_after), ' ' ORDER BY s.at, s.ok DESC) AS answers
       FROM ratelimit_simulate(:'simcfg', :'simarrivals', NULL, 'sim', 'k') AS s) AS r;
- partitions | same_answers 
-------------+--------------
-          4 |            4
-(1 row)
-
 SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 2, "period": 1000}', '{2026-01-01 00:00:00+00, 2026-01-01 00:00:00+00, 2026-01-01 00:00:00+00}', '{1, 0, 2}');
-              at              | count | ok | remaining | retry_after 
-------------------------------+-------+----+-----------+-------------
- Wed Dec 31 16:00:00 2025 PST |     1 | t  |         1 |            
- Wed Dec 31 16:00:00 2025 PST |     0 | t  |         1 |            
- Wed Dec 31 16:00:00 2025 PST |     2 | f  |         1 |         0.5
-(3 rows)
-
 SELECT count(*) AS rows FROM ratelimit_simulate(:'simcfg', '{}');
- rows 
-------
-    0
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT * FROM ratelimit_simulate('{"kind": "token bucket", "rate": 1, "period": 1000}', '{2026-01-02, 2026-01-01}')$$) AS out_of_order;
-           out_of_order           
-----------------------------------
- 22023: arrivals are not in order
-(1 row)
-
 SELECT count(*) AS rows_of_sim FROM partition_rows() WHERE name = 'sim';
- rows_of_sim 
--------------
-           0
-(1 row)
-
 DROP FUNCTION partition_simulations(jsonb, timestamptz[], float8[], text, text);
+
 -- The trade-off: a routed call commits on its partition in its own
 -- transaction, so rolling back the caller's transaction does not give the
 -- token back (the pattern of examples/plproxy keeps that property).
 BEGIN;
 SELECT ok, remaining FROM ratelimit_limit('tx', 'k', :'cfg', 3);
- ok | remaining 
-----+-----------
- t  |         2
-(1 row)
-
 ROLLBACK;
 SELECT value FROM ratelimit_value('tx', 'k', :'cfg');
- value 
--------
-     2
-(1 row)
-
 BEGIN READ ONLY;
 SELECT ok, remaining FROM ratelimit_limit('tx', 'k', :'cfg');
- ok | remaining 
-----+-----------
- t  |         1
-(1 row)
-
 COMMIT;
+
 -- Rights as in the extension: an app role with USAGE on the server may
 -- consume; reset, refund, define, undefine and cleanup are the owner's.
 CREATE ROLE regress_rl_app;
 GRANT USAGE ON FOREIGN SERVER ratelimit TO regress_rl_app;
 SET ROLE regress_rl_app;
 SELECT ok, remaining FROM ratelimit_limit('app', 'u1', :'cfg');
- ok | remaining 
-----+-----------
- t  |         4
-(1 row)
-
 SELECT ok, remaining FROM ratelimit_simulate(:'cfg', '{2026-01-01}');
- ok | remaining 
-----+-----------
- t  |         4
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_reset('app', 'u1')$$) AS reset;
-                         reset                         
--------------------------------------------------------
- 42501: permission denied for function ratelimit_reset
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define;
-                         define                         
---------------------------------------------------------
- 42501: permission denied for function ratelimit_define
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_proxy_define('app', '{"kind": "token bucket", "rate": 10, "period": "1 minute", "capacity": 5}')$$) AS define_directly;
-                       define_directly                        
---------------------------------------------------------------
- 42501: permission denied for function ratelimit_proxy_define
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_override('app', 'u1', '{"kind": "token bucket", "rate": 10, "period": "1 minute"}')$$) AS override;
-                         override                         
-----------------------------------------------------------
- 42501: permission denied for function ratelimit_override
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_unoverride('app', 'u1')$$) AS unoverride;
-                         unoverride                         
-------------------------------------------------------------
- 42501: permission denied for function ratelimit_unoverride
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT ratelimit_stats_reset()$$) AS stats_reset;
-                         stats_reset                         
--------------------------------------------------------------
- 42501: permission denied for function ratelimit_stats_reset
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT * FROM ratelimit_status$$) AS status;
-                       status                       
-----------------------------------------------------
- 42501: permission denied for view ratelimit_status
-(1 row)
-
 SELECT pg_temp.outcome($$SELECT * FROM ratelimit_stats$$) AS stats;
- stats 
--------
- ok
-(1 row)
-
 RESET ROLE;
 REVOKE USAGE ON FOREIGN SERVER ratelimit FROM regress_rl_app;
 DROP ROLE regress_rl_app;
+
 DROP FUNCTION partition_rows(), partition_overrides(), partition_definitions(), partition_api();
