@@ -620,7 +620,12 @@ void RegisterMemoryPersistence() {
   shmem_startup_hook = StartupPersistence;
 }
 
-void SaveRecoveredMemoryLimits() {
+namespace {
+
+// Writes every live entry as the base file (the save's statics say how it
+// went); how many, or -1. Never raises: *raised_out is an error's message,
+// if one was raised.
+int64 WriteBaseFile(char** raised_out) {
   MemoryContext old = CurrentMemoryContext;
   volatile int64 written = -1;
   char* volatile raised = nullptr;
@@ -638,26 +643,53 @@ void SaveRecoveredMemoryLimits() {
     unlink(kTempFile);
   }
   PG_END_TRY();
-  if (written >= 0 && not_durable == nullptr) {
-    ereport(LOG, (errmsg("ratelimit: %lld memory limits recovered, kept in \"%s\" until they are in the WAL "
-                         "again",
-                         static_cast<long long>(written), kBaseFile)));
-    return;
-  }
-  const char* detail =
-      "A crash before the worker \"ratelimit memory durability\" has logged them again loses those last "
-      "written before the latest checkpoint.";
+  *raised_out = raised;
+  return written >= 0 && not_durable == nullptr ? written : -1;
+}
+
+// The LOG line of a base file that could not be kept (`raised`: an error's
+// message, else write_errno and not_durable say why); `detail` says what
+// that costs.
+void ReportBaseNotKept(const char* raised, const char* detail) {
   if (raised != nullptr) {
-    ereport(LOG, (errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s", kBaseFile,
-                         raised),
+    ereport(LOG, (errmsg("ratelimit: could not keep the memory limits in \"%s\": %s", kBaseFile, raised),
                   errdetail("%s", detail)));
     return;
   }
   errno = write_errno;
   ereport(LOG, (errcode_for_file_access(),
-                errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s%s%m", kBaseFile,
+                errmsg("ratelimit: could not keep the memory limits in \"%s\": %s%s%m", kBaseFile,
                        not_durable != nullptr ? not_durable : "", not_durable != nullptr ? ": " : ""),
                 errdetail("%s", detail)));
+}
+
+}  // namespace
+
+void SaveRecoveredMemoryLimits() {
+  char* raised = nullptr;
+  int64 written = WriteBaseFile(&raised);
+  if (written >= 0) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits recovered, kept in \"%s\" until they are in the WAL "
+                         "again",
+                         static_cast<long long>(written), kBaseFile)));
+    return;
+  }
+  ReportBaseNotKept(raised,
+                    "A crash before the worker \"ratelimit memory durability\" has logged them again "
+                    "loses those last written before the latest checkpoint.");
+}
+
+bool SaveMemoryBaseAtWorkerExit() {
+  char* raised = nullptr;
+  int64 written = WriteBaseFile(&raised);
+  if (written >= 0) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits kept in \"%s\" until the worker \"ratelimit memory "
+                         "durability\" runs again",
+                         static_cast<long long>(written), kBaseFile)));
+    return true;
+  }
+  ReportBaseNotKept(raised, "The worker \"ratelimit memory durability\" is stopping.");
+  return false;
 }
 
 void RemoveMemoryBase() {
