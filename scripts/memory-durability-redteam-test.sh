@@ -19,9 +19,13 @@
 #      version the drop's forgetting stayed pending in the session and the
 #      next commit there (ROLLBACK PREPARED itself) forgot the database's
 #      memory limits of an extension that was never dropped.
+#   D. The postmaster killed (kill -9) while a start reads the clean
+#      shutdown's state file back: the next start still has every memory
+#      limit (nothing in the WAL after that shutdown holds them; on the
+#      first version the file was renamed aside, never read twice, and lost).
 #
 # Needs the extension installed (make install) and pg_basebackup. Prints
-# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C") picks.
+# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D") picks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -29,7 +33,7 @@ CLUSTER_DIR=""
 require_server_program "$PG_BINDIR/pg_basebackup" "the standby of B" || exit 1
 failed=0
 fail() { echo "FAIL: $*" >&2; failed=1; }
-PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_durability=wal -c wal_level=replica
+PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_durability=wal -c ratelimit.memory_max_keys=300000 -c wal_level=replica
          -c max_wal_senders=4 -c checkpoint_timeout=1h -c max_prepared_transactions=2)
 CFG='{"kind": "token bucket", "rate": 10, "period": "365 days", "storage": "memory"}'
 
@@ -124,14 +128,49 @@ prepared_drop_extension() {
   [ "$failed" = 1 ] || echo "ok - C: PREPARE after DROP EXTENSION ratelimit is refused 0A000; the memory limits stay"
 }
 
+# D. The postmaster's death during the load of the state file.
+log_size() { stat -c %s "$CLUSTER_DIR/server.log"; }
+postmaster_killed_during_load() {
+  local keys=250000 try offset pid hit=0 _
+  psql_value -c "SELECT ratelimit_define('rt-d', '$CFG')" \
+    -c "SELECT count(*) FROM generate_series(1, $keys) g, ratelimit_limit('rt-d', g::text, NULL, 10) r" >/dev/null
+  for try in 1 2 3; do
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m fast -w stop >/dev/null
+    [ -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] || { fail "D: a clean stop wrote no state file"; return; }
+    offset=$(log_size)
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -l "$(server_path "$CLUSTER_DIR")/server.log" \
+      -W start -o "$(cat "$CLUSTER_DIR/server.opts")" >/dev/null &
+    # The load begins with the file's rename.
+    for _ in $(seq 1 200000); do [ -e "$CLUSTER_DIR/data/ratelimit_memory.state" ] || break; done
+    wait
+    pid=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+    kill -KILL "$pid"
+    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    sleep 1
+    if ! tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log" | grep -q "read back from the last shutdown"; then
+      hit=$try
+      break
+    fi
+    start_cluster_server
+  done
+  cluster_server_running || start_cluster_server
+  [ "$hit" != 0 ] || { fail "D: three loads ended before the postmaster could be killed"; return; }
+  local live
+  live=$(psql_value -c "SELECT count(*) FROM generate_series(1, $keys) g, ratelimit_check('rt-d', g::text) r WHERE NOT r.ok")
+  [ "$live" = "$keys" ] ||
+    fail "D: after the postmaster died during the start's load $live of $keys exhausted memory limits are left"
+  [ "$failed" = 1 ] || echo "ok - D: the postmaster killed during the load (try $hit): all $keys memory limits kept"
+}
+
 trap 'stop_standby; stop_cluster' EXIT
-CASES=${REDTEAM_CASES:-A B C}
+CASES=${REDTEAM_CASES:-A B C D}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 start_cluster "${PRELOAD[@]}" >/dev/null
 psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
 wants A && worker_ended_then_checkpoint_then_crash
 wants B && standby_promoted_at_target_then_crash
 wants C && prepared_drop_extension
+wants D && postmaster_killed_during_load
 stop_cluster
 [ "$failed" = 0 ] && echo "memory durability red team: all checks passed"
 exit $failed
