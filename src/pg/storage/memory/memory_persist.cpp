@@ -12,8 +12,10 @@
 // that follows the shutdown that wrote it (the same checkpoint in
 // pg_control): one left behind while the server ran without the preload,
 // or copied from another cluster, is stale and dropped. It is renamed
-// before it is read: a file that stops a load is never read twice (one
-// that cannot be renamed is not read, and this run's save replaces it).
+// before it is read: without durability a file that stops a load is never
+// read twice; with it, it is renamed to the base file, read again after a
+// crash until the worker has logged it (one that cannot be renamed is not
+// read, and this run's save replaces it).
 // The save's rename is durable_rename's steps, one by one: a failure after
 // the rename leaves the file in place, and is reported as such.
 //
@@ -476,23 +478,23 @@ FileCheck LoadRenamedFile(const char* path, bool strict) {
   return check;
 }
 
-// The file could not be renamed for its load (something in kLoadingFile's
+// The file could not be renamed for its load to `target` (something in its
 // way that is not a file, such as a directory an operator made, which is
 // not ours to remove; no permission): it stays where it is, unread, and the
 // clean shutdown of this run writes this run's entries over it (after that
 // shutdown it would be stale anyway).
-void ReportNotRenamed() {
+void ReportNotRenamed(const char* target) {
   int error = errno;
   struct stat in_way;
-  bool blocked = lstat(kLoadingFile, &in_way) == 0;
+  bool blocked = lstat(target, &in_way) == 0;
   errno = error;
   ereport(LOG, (errcode_for_file_access(),
                 errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
-                       kStateFile, kLoadingFile),
+                       kStateFile, target),
                 errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
                           "limits over it.",
                           kStateFile),
-                blocked ? errhint("Remove \"%s\", which is in the way of every load.", kLoadingFile) : 0));
+                blocked ? errhint("Remove \"%s\", which is in the way of every load.", target) : 0));
 }
 
 // Loads `path`, each entry as it is read; a file found damaged or an
@@ -584,21 +586,24 @@ void LoadAtStartup() {
   unlink(kTempFile);
   bool keep = KeepsBase();
   if (!keep) unlink(kBaseFile);
-  if (rename(kStateFile, kLoadingFile) != 0) {
+  // Kept, the shutdown's file becomes the base file (newer than any) before
+  // it is read: if the postmaster dies during the load, the next start reads
+  // it again, as nothing in the WAL after that shutdown holds its entries.
+  // Otherwise it is read once.
+  const char* target = keep ? kBaseFile : kLoadingFile;
+  if (!(keep ? RenameDurably(kStateFile, target) : rename(kStateFile, target) == 0)) {
     if (errno != ENOENT) {
-      ReportNotRenamed();
+      ReportNotRenamed(target);
     } else if (keep && access(kBaseFile, F_OK) == 0) {
       LoadBase();
     }
     return;
   }
-  // A shutdown's file is newer than any base file.
-  if (keep) unlink(kBaseFile);
   FileCheck check;
   bool failed;
-  bool loaded = LoadChecked(kLoadingFile, true, &check, &failed);
+  bool loaded = LoadChecked(target, true, &check, &failed);
   DetachSharedTables();
-  if (!(loaded && keep && RenameDurably(kLoadingFile, kBaseFile))) unlink(kLoadingFile);
+  if (!(loaded && keep)) unlink(target);
   ReportLoad(kStateFile, "the last shutdown", check, failed);
 }
 
