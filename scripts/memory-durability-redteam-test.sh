@@ -32,9 +32,12 @@
 #      is the same on both), so after a failover the keys the primary
 #      exhausted are full. The primary's state is to win over a standby's
 #      own decisions (docs/memory.md).
+#   F. DROP EXTENSION ratelimit, CREATE EXTENSION ratelimit and a memory
+#      grant in one transaction: the drop's forgetting at commit takes the
+#      new extension's grant too (the key is full after the commit).
 #
 # Needs the extension installed (make install) and pg_basebackup. Prints
-# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D"; also E) picks.
+# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D"; also E, F) picks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -204,6 +207,15 @@ standby_own_entries_crowd_out_redo() {
   [ "$failed" = 1 ] || echo "ok - E: a standby's own entries do not keep the primary's records out of redo"
 }
 
+# F. A grant after DROP and CREATE EXTENSION in one transaction.
+grant_after_reinstall_in_one_transaction() {
+  psql_value -c "BEGIN" -c "DROP EXTENSION ratelimit" -c "CREATE EXTENSION ratelimit" \
+    -c "SELECT ratelimit_limit('rt', 'f', '$CFG', 10)" -c "COMMIT" >/dev/null
+  [ "$(exhausted f)" = t ] ||
+    fail "F: a grant made after DROP and CREATE EXTENSION in one transaction was forgotten at its commit"
+  [ "$failed" = 1 ] || echo "ok - F: a grant after DROP and CREATE EXTENSION in one transaction stays"
+}
+
 trap 'stop_standby; stop_cluster' EXIT
 CASES=${REDTEAM_CASES:-A B C D}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
@@ -213,6 +225,7 @@ wants A && worker_ended_then_checkpoint_then_crash
 wants B && standby_promoted_at_target_then_crash
 wants C && prepared_drop_extension
 wants D && postmaster_killed_during_load
+wants F && grant_after_reinstall_in_one_transaction
 wants E && standby_own_entries_crowd_out_redo
 stop_cluster
 [ "$failed" = 0 ] && echo "memory durability red team: all checks passed"
