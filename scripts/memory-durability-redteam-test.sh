@@ -23,6 +23,9 @@
 #      shutdown's state file back: the next start still has every memory
 #      limit (nothing in the WAL after that shutdown holds them; on the
 #      first version the file was renamed aside, never read twice, and lost).
+#   G. A worker that stops and cannot write the base file (a directory in
+#      the way of its temporary file) PANICs: the crash restart replays the
+#      limits from the WAL, and the key stays exhausted.
 #
 # Not fixed on this branch (not in the default set; each fails today):
 #
@@ -37,7 +40,7 @@
 #      new extension's grant too (the key is full after the commit).
 #
 # Needs the extension installed (make install) and pg_basebackup. Prints
-# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D"; also E, F) picks.
+# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D G"; also E, F) picks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -207,6 +210,29 @@ standby_own_entries_crowd_out_redo() {
   [ "$failed" = 1 ] || echo "ok - E: a standby's own entries do not keep the primary's records out of redo"
 }
 
+# G. The worker stops and cannot keep the base file.
+worker_that_cannot_keep_the_base_panics() {
+  psql_value -c "SELECT ratelimit_limit('rt', 'g', '$CFG', 10)" >/dev/null
+  wait_durable
+  local offset pid _
+  offset=$(log_size)
+  as_cluster_user mkdir "$(data_dir "$CLUSTER_DIR")/ratelimit_memory.state.tmp"
+  pid=$(worker_pid)
+  # The PANIC's crash restart may end this session before it answers.
+  psql_value -c "SELECT pg_terminate_backend($pid)" >/dev/null 2>&1 || true
+  for _ in $(seq 1 100); do
+    tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log" | grep -q "database system is ready to accept connections" && break
+    sleep 0.2
+  done
+  rmdir "$CLUSTER_DIR/data/ratelimit_memory.state.tmp"
+  tail -c +"$((offset + 1))" "$CLUSTER_DIR/server.log" |
+    grep -q 'PANIC:  ratelimit: the worker "ratelimit memory durability" stops and could not keep the memory limits' ||
+    fail "G: no PANIC naming the base file when the worker could not keep it"
+  wait_durable
+  [ "$(exhausted g)" = t ] || fail "G: after the worker's PANIC and the crash restart the key is full"
+  [ "$failed" = 1 ] || echo "ok - G: a worker that cannot keep the base file PANICs; the crash restart keeps the key"
+}
+
 # F. A grant after DROP and CREATE EXTENSION in one transaction.
 grant_after_reinstall_in_one_transaction() {
   psql_value -c "BEGIN" -c "DROP EXTENSION ratelimit" -c "CREATE EXTENSION ratelimit" \
@@ -217,7 +243,7 @@ grant_after_reinstall_in_one_transaction() {
 }
 
 trap 'stop_standby; stop_cluster' EXIT
-CASES=${REDTEAM_CASES:-A B C D}
+CASES=${REDTEAM_CASES:-A B C D G}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 start_cluster "${PRELOAD[@]}" >/dev/null
 psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
@@ -225,6 +251,7 @@ wants A && worker_ended_then_checkpoint_then_crash
 wants B && standby_promoted_at_target_then_crash
 wants C && prepared_drop_extension
 wants D && postmaster_killed_during_load
+wants G && worker_that_cannot_keep_the_base_panics
 wants F && grant_after_reinstall_in_one_transaction
 wants E && standby_own_entries_crowd_out_redo
 stop_cluster
