@@ -74,9 +74,24 @@ void ForgetPending() {
   pending_count = 0;
 }
 
+// A prepared transaction's commit or rollback runs in whichever session
+// finishes it, where nothing pending here is known: this session's next
+// commit would forget a database that ROLLBACK PREPARED kept, and COMMIT
+// PREPARED would forget nothing.
+void RefusePrepare() {
+  ereport(ERROR,
+          (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+           errmsg("cannot PREPARE a transaction that drops the extension ratelimit"),
+           errdetail("The dropped database's memory limits and statistics are forgotten when the dropping "
+                     "transaction commits, in its own session."),
+           errhint("Drop the extension in a transaction that is not prepared.")));
+}
+
 void OnXact(XactEvent event, void*) {
   if (pending_count == 0) return;
-  if (event == XACT_EVENT_COMMIT) {
+  if (event == XACT_EVENT_PRE_PREPARE) {
+    RefusePrepare();
+  } else if (event == XACT_EVENT_COMMIT) {
     ForgetPending();
   } else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
     pending_count = 0;

@@ -74,8 +74,21 @@ void Cover(XLogRecPtr redo) {
   ereport(LOG, (errmsg("ratelimit: memory limits are durable: %lld in the WAL", static_cast<long long>(logged))));
 }
 
+// Once this process is gone, a checkpoint can complete with nobody to log
+// the entries again after its redo point (until the postmaster starts
+// another worker, a second later, and it has made its first pass): so
+// before it lets checkpoints go, on a primary, the entries are kept in the
+// base file, as a start keeps them. If that fails, a PANIC: the crash
+// restart replays them from the WAL, as no checkpoint has completed without
+// them (this process's PGPROC, still holding them back, goes with it).
 void OnExit(int, Datum) {
+  LWLockReleaseAll();  // a FATAL raised while a partition lock was held
   SetMemoryDurable(false);
+  if (!RecoveryInProgress() && !SaveMemoryBaseAtWorkerExit())
+    ereport(PANIC, (errmsg("ratelimit: the worker \"ratelimit memory durability\" stops and could not keep "
+                           "the memory limits in \"ratelimit_memory.base\""),
+                    errdetail("A checkpoint without the worker would leave memory limits out of the WAL a "
+                              "crash recovery replays; a crash restart replays them instead.")));
   MyProc->delayChkptFlags &= ~DELAY_CHKPT_COMPLETE;
 }
 

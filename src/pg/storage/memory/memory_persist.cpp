@@ -12,8 +12,10 @@
 // that follows the shutdown that wrote it (the same checkpoint in
 // pg_control): one left behind while the server ran without the preload,
 // or copied from another cluster, is stale and dropped. It is renamed
-// before it is read: a file that stops a load is never read twice (one
-// that cannot be renamed is not read, and this run's save replaces it).
+// before it is read: without durability a file that stops a load is never
+// read twice; with it, it is renamed to the base file, read again after a
+// crash until the worker has logged it (one that cannot be renamed is not
+// read, and this run's save replaces it).
 // The save's rename is durable_rename's steps, one by one: a failure after
 // the rename leaves the file in place, and is reported as such.
 //
@@ -476,23 +478,23 @@ FileCheck LoadRenamedFile(const char* path, bool strict) {
   return check;
 }
 
-// The file could not be renamed for its load (something in kLoadingFile's
+// The file could not be renamed for its load to `target` (something in its
 // way that is not a file, such as a directory an operator made, which is
 // not ours to remove; no permission): it stays where it is, unread, and the
 // clean shutdown of this run writes this run's entries over it (after that
 // shutdown it would be stale anyway).
-void ReportNotRenamed() {
+void ReportNotRenamed(const char* target) {
   int error = errno;
   struct stat in_way;
-  bool blocked = lstat(kLoadingFile, &in_way) == 0;
+  bool blocked = lstat(target, &in_way) == 0;
   errno = error;
   ereport(LOG, (errcode_for_file_access(),
                 errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
-                       kStateFile, kLoadingFile),
+                       kStateFile, target),
                 errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
                           "limits over it.",
                           kStateFile),
-                blocked ? errhint("Remove \"%s\", which is in the way of every load.", kLoadingFile) : 0));
+                blocked ? errhint("Remove \"%s\", which is in the way of every load.", target) : 0));
 }
 
 // Loads `path`, each entry as it is read; a file found damaged or an
@@ -584,21 +586,24 @@ void LoadAtStartup() {
   unlink(kTempFile);
   bool keep = KeepsBase();
   if (!keep) unlink(kBaseFile);
-  if (rename(kStateFile, kLoadingFile) != 0) {
+  // Kept, the shutdown's file becomes the base file (newer than any) before
+  // it is read: if the postmaster dies during the load, the next start reads
+  // it again, as nothing in the WAL after that shutdown holds its entries.
+  // Otherwise it is read once.
+  const char* target = keep ? kBaseFile : kLoadingFile;
+  if (!(keep ? RenameDurably(kStateFile, target) : rename(kStateFile, target) == 0)) {
     if (errno != ENOENT) {
-      ReportNotRenamed();
+      ReportNotRenamed(target);
     } else if (keep && access(kBaseFile, F_OK) == 0) {
       LoadBase();
     }
     return;
   }
-  // A shutdown's file is newer than any base file.
-  if (keep) unlink(kBaseFile);
   FileCheck check;
   bool failed;
-  bool loaded = LoadChecked(kLoadingFile, true, &check, &failed);
+  bool loaded = LoadChecked(target, true, &check, &failed);
   DetachSharedTables();
-  if (!(loaded && keep && RenameDurably(kLoadingFile, kBaseFile))) unlink(kLoadingFile);
+  if (!(loaded && keep)) unlink(target);
   ReportLoad(kStateFile, "the last shutdown", check, failed);
 }
 
@@ -620,7 +625,12 @@ void RegisterMemoryPersistence() {
   shmem_startup_hook = StartupPersistence;
 }
 
-void SaveRecoveredMemoryLimits() {
+namespace {
+
+// Writes every live entry as the base file (the save's statics say how it
+// went); how many, or -1. Never raises: *raised_out is an error's message,
+// if one was raised.
+int64 WriteBaseFile(char** raised_out) {
   MemoryContext old = CurrentMemoryContext;
   volatile int64 written = -1;
   char* volatile raised = nullptr;
@@ -638,26 +648,53 @@ void SaveRecoveredMemoryLimits() {
     unlink(kTempFile);
   }
   PG_END_TRY();
-  if (written >= 0 && not_durable == nullptr) {
-    ereport(LOG, (errmsg("ratelimit: %lld memory limits recovered, kept in \"%s\" until they are in the WAL "
-                         "again",
-                         static_cast<long long>(written), kBaseFile)));
-    return;
-  }
-  const char* detail =
-      "A crash before the worker \"ratelimit memory durability\" has logged them again loses those last "
-      "written before the latest checkpoint.";
+  *raised_out = raised;
+  return written >= 0 && not_durable == nullptr ? written : -1;
+}
+
+// The LOG line of a base file that could not be kept (`raised`: an error's
+// message, else write_errno and not_durable say why); `detail` says what
+// that costs.
+void ReportBaseNotKept(const char* raised, const char* detail) {
   if (raised != nullptr) {
-    ereport(LOG, (errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s", kBaseFile,
-                         raised),
+    ereport(LOG, (errmsg("ratelimit: could not keep the memory limits in \"%s\": %s", kBaseFile, raised),
                   errdetail("%s", detail)));
     return;
   }
   errno = write_errno;
   ereport(LOG, (errcode_for_file_access(),
-                errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s%s%m", kBaseFile,
+                errmsg("ratelimit: could not keep the memory limits in \"%s\": %s%s%m", kBaseFile,
                        not_durable != nullptr ? not_durable : "", not_durable != nullptr ? ": " : ""),
                 errdetail("%s", detail)));
+}
+
+}  // namespace
+
+void SaveRecoveredMemoryLimits() {
+  char* raised = nullptr;
+  int64 written = WriteBaseFile(&raised);
+  if (written >= 0) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits recovered, kept in \"%s\" until they are in the WAL "
+                         "again",
+                         static_cast<long long>(written), kBaseFile)));
+    return;
+  }
+  ReportBaseNotKept(raised,
+                    "A crash before the worker \"ratelimit memory durability\" has logged them again "
+                    "loses those last written before the latest checkpoint.");
+}
+
+bool SaveMemoryBaseAtWorkerExit() {
+  char* raised = nullptr;
+  int64 written = WriteBaseFile(&raised);
+  if (written >= 0) {
+    ereport(LOG, (errmsg("ratelimit: %lld memory limits kept in \"%s\" until the worker \"ratelimit memory "
+                         "durability\" runs again",
+                         static_cast<long long>(written), kBaseFile)));
+    return true;
+  }
+  ReportBaseNotKept(raised, "The worker \"ratelimit memory durability\" is stopping.");
+  return false;
 }
 
 void RemoveMemoryBase() {

@@ -19,12 +19,20 @@ void RegisterMemoryPersistence();
 // entries a start reads back are kept in $PGDATA/ratelimit_memory.base,
 // and read again after a crash, until the worker has logged every entry
 // (a checkpoint after the start would otherwise leave them out of the WAL
-// a crash recovery replays); so are those a crash recovery ends with, for
-// the end-of-recovery checkpoint, which runs before any worker can.
+// a crash recovery replays); so are those a recovery ends with, for the
+// end-of-recovery checkpoint, which no worker holds back; and those of a
+// worker that stops, for the checkpoints until the next one has run.
 
-// At the end of a crash recovery (the startup process): the entries saved
-// as the base file. Never raises; says what it did in one LOG line.
+// At the end of a recovery an end-of-recovery checkpoint follows (the
+// startup process): the entries saved as the base file. Never raises; says
+// what it did in one LOG line.
 void SaveRecoveredMemoryLimits();
+// When the worker stops (memory_guard.cpp), on a primary: every live entry
+// saved as the base file, as at a start, since a checkpoint may complete
+// while no worker runs (until the next one's first pass removes the file).
+// Never raises; says what it did in one LOG line; false if the file could
+// not be written and made durable.
+bool SaveMemoryBaseAtWorkerExit();
 // The worker has logged every entry: the base file goes.
 void RemoveMemoryBase();
 

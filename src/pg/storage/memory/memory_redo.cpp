@@ -175,16 +175,22 @@ void Describe(StringInfo buf, XLogReaderState* record) {
 
 void Startup() { counts = RedoCounts{}; }
 
-// At the end of recovery: what was skipped, summed up; and after a crash
-// (not a standby's promotion) the recovered entries saved for the next
-// start until the worker has logged them all again (memory_persist.h).
+// At the end of recovery: what was skipped, summed up; and the recovered
+// entries saved for the next start until the worker has logged them all
+// again (memory_persist.h), whenever an end-of-recovery checkpoint follows:
+// after a crash, and after an archive recovery or a standby that stopped at
+// its recovery target (StandbyMode is still set then; that checkpoint runs
+// while the worker, if it runs, sees recovery in progress and lets it
+// complete). Only pg_promote's promotion (PromoteIsTriggered) writes an
+// end-of-recovery record instead, and the checkpoint after it waits for the
+// worker's first pass.
 void Cleanup() {
   if (counts.no_room + counts.damaged + counts.failed > 0)
     ereport(LOG, (errmsg("ratelimit: recovery skipped %lld memory limits for want of room, %lld WAL records "
                          "it could not read and %lld it could not apply; it applied %lld",
                          static_cast<long long>(counts.no_room), static_cast<long long>(counts.damaged),
                          static_cast<long long>(counts.failed), static_cast<long long>(counts.applied))));
-  if (MemoryDurabilityWal() && !StandbyMode) SaveRecoveredMemoryLimits();
+  if (MemoryDurabilityWal() && !PromoteIsTriggered()) SaveRecoveredMemoryLimits();
 }
 
 const RmgrData kMemoryRmgr = {
