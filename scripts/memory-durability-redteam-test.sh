@@ -27,20 +27,17 @@
 #      the way of its temporary file) PANICs: the crash restart replays the
 #      limits from the WAL, and the key stays exhausted.
 #
-# Not fixed on this branch (not in the default set; each fails today):
-#
 #   E. A hot standby whose own read-only callers hold the inline half of
-#      memory_max_keys: redo skips the primary's records of limits called
-#      with inline configs ("found no room", naming memory_max_keys, which
-#      is the same on both), so after a failover the keys the primary
-#      exhausted are full. The primary's state is to win over a standby's
-#      own decisions (docs/memory.md).
+#      memory_max_keys: redo evicts the standby's own entries for the
+#      primary's records (the primary's state wins over a standby's own
+#      decisions, docs/memory.md), so after a failover the keys the primary
+#      exhausted are still exhausted (the first version skipped them).
 #   F. DROP EXTENSION ratelimit, CREATE EXTENSION ratelimit and a memory
-#      grant in one transaction: the drop's forgetting at commit takes the
-#      new extension's grant too (the key is full after the commit).
+#      grant in one transaction: the grant stays after the commit (the
+#      first version's forgetting at commit took it too).
 #
 # Needs the extension installed (make install) and pg_basebackup. Prints
-# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default "A B C D G"; also E, F) picks.
+# "ok - ..." or "FAIL: ..." per case; REDTEAM_CASES (default: all) picks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -243,7 +240,7 @@ grant_after_reinstall_in_one_transaction() {
 }
 
 trap 'stop_standby; stop_cluster' EXIT
-CASES=${REDTEAM_CASES:-A B C D G}
+CASES=${REDTEAM_CASES:-A B C D E F G}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 start_cluster "${PRELOAD[@]}" >/dev/null
 psql_value -c "CREATE EXTENSION ratelimit" >/dev/null

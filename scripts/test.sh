@@ -13,7 +13,8 @@
 #   memory limits through the WAL: a crash after CHECKPOINT,
 #     kill -9 under load, a failover to a streaming standby, a
 #     crash during recovery, damaged records, no library, no
-#     worker (memory-durability-test.sh)                        x   x   x
+#     worker (memory-durability-test.sh, and the red team's
+#     cases: memory-durability-redteam-test.sh)                 x   x   x
 #   memory sizes in docs/memory.md (memory-sizing-test.sh)      x   x   x
 #   every SQL function under memcheck (scripts/memcheck.sh)     x   x   x
 #   libpqxx contention and C++ client API tests                 x   x   x
@@ -110,6 +111,8 @@ stage "memory limits across restarts" scripts/memory-restart-test.sh
 
 echo "== memory limits through the WAL: crashes, kill -9 under load, a failover, damaged records (scripts/memory-durability-test.sh)"
 stage "memory limits through the WAL" scripts/memory-durability-test.sh
+echo "== memory limits through the WAL, the red team's cases: the worker gone, a self-promoted standby, PREPARE, a killed load, a standby's own entries, DROP and CREATE (scripts/memory-durability-redteam-test.sh)"
+stage "memory limits through the WAL: red-team cases" scripts/memory-durability-redteam-test.sh
 
 echo "== docs/memory.md's shared-memory sizes of memory limits, from pg_shmem_allocations (scripts/memory-sizing-test.sh)"
 stage "memory sizing" scripts/memory-sizing-test.sh
@@ -206,6 +209,8 @@ test_major() {
   stage "PG $major: memory limits across restarts" scripts/memory-restart-test.sh
   echo "== PG $major: memory limits through the WAL (scripts/memory-durability-test.sh)"
   stage "PG $major: memory limits through the WAL" scripts/memory-durability-test.sh
+  echo "== PG $major: memory limits through the WAL, the red team's cases (scripts/memory-durability-redteam-test.sh)"
+  stage "PG $major: memory limits through the WAL: red-team cases" scripts/memory-durability-redteam-test.sh
   echo "== PG $major: docs/memory.md's shared-memory sizes of memory limits (scripts/memory-sizing-test.sh)"
   stage "PG $major: memory sizing" scripts/memory-sizing-test.sh
   echo "== PG $major: PL/Proxy router over 4 partitions, in the root's PL/Proxy (scripts/plproxy-test.sh)"

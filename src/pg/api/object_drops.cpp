@@ -30,6 +30,13 @@ constexpr int kMostPending = 16;
 PendingForget pending[kMostPending];
 int pending_count = 0;
 
+// Whether this transaction dropped the extension of `database` (or it).
+int PendingIndex(Oid database) {
+  for (int i = 0; i < pending_count; ++i)
+    if (pending[i].database == database) return i;
+  return -1;
+}
+
 // Each storage that keeps rows outside the database's tables.
 void ForEachForgettingStorage(Oid database, bool at_commit) {
   const Storage* const* storages;
@@ -41,9 +48,7 @@ void ForEachForgettingStorage(Oid database, bool at_commit) {
 // While the DROP runs (an error here fails the DROP): the storages make
 // ready what their forgetting at commit needs.
 void Remember(Oid database) {
-  for (int i = 0; i < pending_count; ++i)
-    if (pending[i].database == database) return;
-  if (pending_count == kMostPending) return;  // one transaction drops a handful
+  if (PendingIndex(database) >= 0 || pending_count == kMostPending) return;  // a handful at most
   ForEachForgettingStorage(database, false);
   pending[pending_count++] = PendingForget{database, GetCurrentSubTransactionId()};
 }
@@ -55,8 +60,22 @@ bool IsRatelimit(Oid extension) {
   return name != nullptr && strcmp(name, "ratelimit") == 0;
 }
 
+// CREATE EXTENSION ratelimit in the transaction that dropped it (seen at the
+// first object its script creates): the new extension's memory limits and
+// names start afresh now, so that the drop's forgetting at commit cannot
+// take what the new one grants after. (A rollback then keeps the dropped
+// extension, with its memory limits forgotten: they start full.)
+void ForgetAtRecreate() {
+  int i = PendingIndex(MyDatabaseId);
+  if (i < 0 || !creating_extension || !IsRatelimit(CurrentExtensionObject)) return;
+  ForEachForgettingStorage(MyDatabaseId, true);
+  ForgetStatsOfDatabase(MyDatabaseId);
+  pending[i] = pending[--pending_count];
+}
+
 void OnObjectAccess(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
   if (previous_hook != nullptr) previous_hook(access, class_id, object_id, sub_id, arg);
+  if (access == OAT_POST_CREATE && pending_count > 0) ForgetAtRecreate();
   if (access != OAT_DROP || sub_id != 0) return;
   if (class_id == DatabaseRelationId) {
     Remember(object_id);

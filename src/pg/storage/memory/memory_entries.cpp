@@ -298,6 +298,15 @@ void LogWrite(void* entry, const Layout& layout) {
   flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));
 }
 
+void MarkWrite(void* entry, const Layout& layout, bool log) {
+  if (log) {
+    LogWrite(entry, layout);
+  } else if (RecoveryInProgress()) {
+    uint8* flags = FlagsIn(entry, layout);
+    flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | kStandbyOwn);
+  }
+}
+
 // How long a write waits for the worker that makes memory limits durable.
 constexpr long kDurableWaitMs = 10000;
 
@@ -331,7 +340,7 @@ ModifyResult MakeLive(dshash_table* table, const Layout& layout, void* entry, co
   RowIn(entry, layout)->incarnation = incarnation;
   FlagsIn(entry, layout)[0] = room.inline_share ? kInlineShareBit : 0;
   Store(entry, layout, write);
-  if (log) LogWrite(entry, layout);
+  MarkWrite(entry, layout, log);
   dshash_release_lock(table, entry);
   return ModifyResult::kDone;
 }

@@ -236,6 +236,17 @@ int64 ForgetDroppedDatabases(const Tables& tables);
 void* FindOrInsert(dshash_table* table, const Layout& layout, const IdentityKey& key);
 uint64 NewIncarnation();
 void LogWrite(void* entry, const Layout& layout);
+// A write's mark: logged (LogWrite), or on a standby marked as the
+// standby's own decision (kStandbyOwn), which redo may evict for the
+// primary's entries; nothing otherwise.
+void MarkWrite(void* entry, const Layout& layout, bool log);
+// The epoch bits of an entry a standby's own call wrote (no epoch is
+// current in recovery; the worker's first pass after a promotion re-logs
+// and re-marks every entry).
+constexpr uint8 kStandbyOwn = 0xFE;
+inline bool StandbyOwn(const void* entry, const Layout& layout) {
+  return (FlagsIn(const_cast<void*>(entry), layout)[0] & ~kInlineShareBit) == kStandbyOwn;
+}
 void WaitUntilDurable();
 ModifyResult MakeLive(dshash_table* table, const Layout& layout, void* entry, const NewRowRoom& room,
                       uint64 incarnation, const RowWrite& write, bool log);

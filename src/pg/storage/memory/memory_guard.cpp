@@ -30,7 +30,7 @@ namespace {
 
 // How often the worker looks for a new redo point: the most a checkpoint
 // waits for it, beside the time it takes to log the entries.
-constexpr long kLookMs = 10;
+constexpr long kLookMs = 50;
 
 // The redo point after which every live entry has a record (invalid: none
 // yet, since the worker started).

@@ -112,6 +112,30 @@ bool InsertForRedo(const Tables& tables, const Layout& layout, const IdentityKey
                   false) == ModifyResult::kDone;
 }
 
+// How many of a standby's own entries one eviction removes: a batch, so that
+// a redo that keeps finding no room does not scan the tables per record.
+constexpr int kEvictedAtOnce = 64;
+
+// Removes up to kEvictedAtOnce entries a standby's own calls wrote (not
+// replayed since); how many.
+int EvictStandbyOwn(const Tables& tables) {
+  int evicted = 0;
+  for (const Layout* layout : kLayouts) {
+    dshash_seq_status scan;
+    dshash_seq_init(&scan, tables.For(*layout), true);
+    while (evicted < kEvictedAtOnce) {
+      void* entry = dshash_seq_next(&scan);
+      if (entry == nullptr) break;
+      if (!Live(entry, *layout) || !StandbyOwn(entry, *layout)) continue;
+      ReleaseRoom(entry, *layout);
+      dshash_delete_current(&scan);
+      ++evicted;
+    }
+    dshash_seq_term(&scan);
+  }
+  return evicted;
+}
+
 }  // namespace
 
 RedoOutcome ApplyMemoryRecord(const MemoryRecord& record, Micros now) {
@@ -129,14 +153,17 @@ RedoOutcome ApplyMemoryRecord(const MemoryRecord& record, Micros now) {
   }
   if (entry != nullptr && Live(entry, layout)) {
     Store(entry, layout, record.row);
+    FlagsIn(entry, layout)[0] &= kInlineShareBit;  // the primary's now, not the standby's own
     dshash_release_lock(table, entry);
     return RedoOutcome::kApplied;
   }
   if (entry != nullptr) dshash_delete_entry(table, entry);  // a placeholder
   if (InsertForRedo(tables, layout, key, record)) return RedoOutcome::kApplied;
-  // Full: idle entries out (as a call's sweep), and once more.
+  // Full: idle entries out (as a call's sweep), then a standby's own
+  // decisions, which the primary's entries win over; once more after each.
   if (SweepMayFree(now) && SweepIdle(tables, now, InvalidOid) > 0 && InsertForRedo(tables, layout, key, record))
     return RedoOutcome::kApplied;
+  if (EvictStandbyOwn(tables) > 0 && InsertForRedo(tables, layout, key, record)) return RedoOutcome::kApplied;
   return RedoOutcome::kNoRoom;
 }
 

@@ -54,7 +54,7 @@ ModifyResult Modify(const LimitId& id, const NewRowRoom& room, ModifyStep step, 
     if (Live(entry, layout)) {
       if (step(StoredOf(entry, layout), context, &write)) {
         Store(entry, layout, write);
-        if (log) LogWrite(entry, layout);
+        MarkWrite(entry, layout, log);
       }
       dshash_release_lock(table, entry);
       return ModifyResult::kDone;

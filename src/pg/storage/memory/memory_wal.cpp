@@ -70,9 +70,9 @@ void LogMemoryDelete(const MemoryRecord& identity) {
 
 void LogMemoryForgetDatabase(Oid database) {
   XLogRecPtr end = Insert(kWalForgetDatabase, reinterpret_cast<const char*>(&database), sizeof database);
-  // Not tied to a transaction that flushes it: flushed within the WAL
-  // writer's delay, as an asynchronous commit is.
-  XLogSetAsyncXactLSN(end);
+  // Written at the drop's commit, after its commit record: flushed now, so
+  // that a crash right after the drop cannot bring its entries back.
+  XLogFlush(end);
 }
 
 }  // namespace ratelimit_pg
