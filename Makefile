@@ -16,7 +16,7 @@ REGRESS_OPTS = --inputdir=. --load-extension=ratelimit
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
 
-# The adapter's includes name their folder: "storage/table/row_access.h".
+# The adapter's includes name their folder: "storage/table/row_write.h".
 PG_CPPFLAGS = -Isrc/core -Isrc/pg -I$(shell $(PG_CONFIG) --includedir)
 PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++

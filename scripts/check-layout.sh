@@ -12,7 +12,7 @@
 #     picks one by its number (KindAt(2)): everything else reaches a kind
 #     through the registry (src/core/kinds/registry.h);
 #   - src/pg's files live in its layer folders, and every include of the
-#     adapter's own names its folder ("storage/table/row_access.h"); no such
+#     adapter's own names its folder ("storage/table/row_write.h"); no such
 #     path is also a PostgreSQL server header's (both are found with
 #     "...", so one would hide the other);
 #   - in every src/pg file, C++ standard headers (<...>) come before the
