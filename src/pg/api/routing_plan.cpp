@@ -75,7 +75,6 @@ const RoutedFunction kRouted[] = {
     {"ratelimit_proxy_simulate", Route::kAny, nullptr},
 };
 
-
 // The type cache's identifier of a row type's columns.
 uint64 ShapeIdentifier(Oid type) { return lookup_type_cache(type, TYPECACHE_TUPDESC)->tupDesc_identifier; }
 

@@ -103,7 +103,8 @@ bool TakeResult(PGresult* result, Answer* answer, bool* answered) {
   return copied;
 }
 
-void RaiseRemoteMessage(const RemoteMessage& m, const RemoteStatement& statement, const char* database, bool error) {
+void RaiseRemoteMessage(const RemoteMessage& m, const RemoteStatement& statement, const char* database,
+                        bool error) {
   int level = error ? ERROR : (strncmp(m.state, "00", 2) == 0 ? NOTICE : WARNING);
   ereport(level, (errcode(MAKE_SQLSTATE(m.state[0], m.state[1], m.state[2], m.state[3], m.state[4])),
                   errmsg("%s(%d): [%s] REMOTE %s: %s", statement.function_name, statement.function_args,

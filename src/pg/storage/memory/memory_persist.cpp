@@ -86,12 +86,13 @@ void SaveAtExit(int code, Datum) {
   if (state_file_write.renamed && (raised != nullptr || state_file_write.not_durable != nullptr)) {
     ReportNotDurable(raised);
   } else if (written < 0 && raised != nullptr) {
-    ereport(LOG, (errmsg("ratelimit: could not write \"%s\": %s; memory limits start afresh", kMemoryStateFile,
-                         raised)));
+    ereport(LOG, (errmsg("ratelimit: could not write \"%s\": %s; memory limits start afresh",
+                         kMemoryStateFile, raised)));
   } else if (written < 0) {
     errno = state_file_write.write_errno;
-    ereport(LOG, (errcode_for_file_access(),
-                  errmsg("ratelimit: could not write \"%s\": %m; memory limits start afresh", kMemoryStateFile)));
+    ereport(LOG,
+            (errcode_for_file_access(),
+             errmsg("ratelimit: could not write \"%s\": %m; memory limits start afresh", kMemoryStateFile)));
   } else {
     ereport(LOG, (errmsg("ratelimit: %lld memory limits written for the next start",
                          static_cast<long long>(written))));
@@ -132,13 +133,14 @@ void ReportNotRenamed() {
   struct stat in_way;
   bool blocked = lstat(kMemoryLoadingFile, &in_way) == 0;
   errno = error;
-  ereport(LOG, (errcode_for_file_access(),
-                errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
-                       kMemoryStateFile, kMemoryLoadingFile),
-                errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
-                          "limits over it.",
-                          kMemoryStateFile),
-                blocked ? errhint("Remove \"%s\", which is in the way of every load.", kMemoryLoadingFile) : 0));
+  ereport(LOG,
+          (errcode_for_file_access(),
+           errmsg("ratelimit: could not rename \"%s\" to \"%s\": %m; memory limits start afresh",
+                  kMemoryStateFile, kMemoryLoadingFile),
+           errdetail("\"%s\" is left in place, unread; the next clean shutdown writes this run's memory "
+                     "limits over it.",
+                     kMemoryStateFile),
+           blocked ? errhint("Remove \"%s\", which is in the way of every load.", kMemoryLoadingFile) : 0));
 }
 
 // The load's one LOG line; `name` the file as the operator knows it, `from`
@@ -156,9 +158,10 @@ void ReportLoad(const char* name, const char* from, const StateFileLoad& load) {
     ereport(LOG, (errmsg("ratelimit: \"%s\" is damaged and was dropped; memory limits start afresh", name),
                   errdetail("%s", CheckDetail(check))));
   } else {
-    ereport(LOG, (errmsg("ratelimit: %lld memory limits read back from %s",
-                         static_cast<long long>(load.restored), from),
-                  load.skipped > 0 ? errdetail("%lld found no room.", static_cast<long long>(load.skipped)) : 0));
+    ereport(LOG,
+            (errmsg("ratelimit: %lld memory limits read back from %s", static_cast<long long>(load.restored),
+                    from),
+             load.skipped > 0 ? errdetail("%lld found no room.", static_cast<long long>(load.skipped)) : 0));
   }
 }
 
@@ -253,15 +256,16 @@ void SaveRecoveredMemoryLimits() {
       "A crash before the worker \"ratelimit memory durability\" has logged them again loses those last "
       "written before the latest checkpoint.";
   if (raised != nullptr) {
-    ereport(LOG, (errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s", kMemoryBaseFile,
-                         raised),
+    ereport(LOG, (errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s",
+                         kMemoryBaseFile, raised),
                   errdetail("%s", detail)));
     return;
   }
   errno = write.write_errno;
   ereport(LOG, (errcode_for_file_access(),
-                errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s%s%m", kMemoryBaseFile,
-                       write.not_durable != nullptr ? write.not_durable : "", write.not_durable != nullptr ? ": " : ""),
+                errmsg("ratelimit: could not keep the recovered memory limits in \"%s\": %s%s%m",
+                       kMemoryBaseFile, write.not_durable != nullptr ? write.not_durable : "",
+                       write.not_durable != nullptr ? ": " : ""),
                 errdetail("%s", detail)));
 }
 
@@ -269,8 +273,9 @@ void RemoveMemoryBase() {
   if (unlink(kMemoryBaseFile) == 0) {
     (void)FsyncPath(".", true, false);
   } else if (errno != ENOENT) {
-    ereport(LOG, (errcode_for_file_access(), errmsg("ratelimit: could not remove \"%s\": %m", kMemoryBaseFile),
-                  errdetail("Every memory limit is in the WAL again; the file would be read after a crash.")));
+    ereport(LOG,
+            (errcode_for_file_access(), errmsg("ratelimit: could not remove \"%s\": %m", kMemoryBaseFile),
+             errdetail("Every memory limit is in the WAL again; the file would be read after a crash.")));
   }
 }
 
