@@ -24,8 +24,10 @@ SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 # The adapter (src/pg) is built without C++ exceptions: none of its code
 # may throw or catch (a C++ exception crossing PostgreSQL's C frames would
-# crash the backend), and the compiler enforces it. The core keeps them:
-# its noexcept boundary catches everything and returns a Status.
+# crash the backend), and the compiler enforces it. The core raises none:
+# it has no throw, try or catch, allocates nothing and calls nothing that
+# throws; its functions are noexcept and return errors as a Status (one
+# that threw would end the process, never unwind into PostgreSQL).
 $(filter src/pg/%,$(OBJS)): override CXXFLAGS += -fno-exceptions
 
 # No LLVM bitcode: JIT inlining of this module buys nothing, and it would

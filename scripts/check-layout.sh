@@ -22,7 +22,7 @@
 #     no cycle;
 #   - no two layer folders depend on each other, and none includes a folder
 #     above it in the layer order
-#       support < shmem < storage < config < decide < api
+#       support < shmem < storage < config < decide < route < api
 #     (storage/table and storage/memory are storage's: neither includes the
 #     other, and above storage only storage/storage.h, which picks a storage,
 #     storage/seam.h, the interface, storage/row_codec.h, the rows, and
