@@ -16,7 +16,7 @@ REGRESS_OPTS = --inputdir=. --load-extension=ratelimit
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=ratelimit
 
-# The adapter's includes name their folder: "storage/table/row_access.h".
+# The adapter's includes name their folder: "storage/table/row_write.h".
 PG_CPPFLAGS = -Isrc/core -Isrc/pg -I$(shell $(PG_CONFIG) --includedir)
 PG_CXXFLAGS = -std=c++20 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter
 SHLIB_LINK = -lstdc++
@@ -24,8 +24,10 @@ SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 
 # The adapter (src/pg) is built without C++ exceptions: none of its code
 # may throw or catch (a C++ exception crossing PostgreSQL's C frames would
-# crash the backend), and the compiler enforces it. The core keeps them:
-# its noexcept boundary catches everything and returns a Status.
+# crash the backend), and the compiler enforces it. The core raises none:
+# it has no throw, try or catch, allocates nothing and calls nothing that
+# throws; its functions are noexcept and return errors as a Status (one
+# that threw would end the process, never unwind into PostgreSQL).
 $(filter src/pg/%,$(OBJS)): override CXXFLAGS += -fno-exceptions
 
 # No LLVM bitcode: JIT inlining of this module buys nothing, and it would

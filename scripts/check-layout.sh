@@ -12,7 +12,7 @@
 #     picks one by its number (KindAt(2)): everything else reaches a kind
 #     through the registry (src/core/kinds/registry.h);
 #   - src/pg's files live in its layer folders, and every include of the
-#     adapter's own names its folder ("storage/table/row_access.h"); no such
+#     adapter's own names its folder ("storage/table/row_write.h"); no such
 #     path is also a PostgreSQL server header's (both are found with
 #     "...", so one would hide the other);
 #   - in every src/pg file, C++ standard headers (<...>) come before the
@@ -22,7 +22,7 @@
 #     no cycle;
 #   - no two layer folders depend on each other, and none includes a folder
 #     above it in the layer order
-#       support < shmem < storage < config < decide < api
+#       support < shmem < storage < config < decide < route < api
 #     (storage/table and storage/memory are storage's: neither includes the
 #     other, and above storage only storage/storage.h, which picks a storage,
 #     storage/seam.h, the interface, storage/row_codec.h, the rows, and

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Tests ratelimit_stats' per-backend slots (src/pg/shmem/stats.cpp, "Counting
-# under concurrency") on a throwaway cluster of its own with
-# shared_preload_libraries = 'ratelimit': sessions kept open (psql reading
-# a fifo) count, stay idle, exit or are terminated, while others read the
-# view. Checks:
+# Tests ratelimit_stats' per-backend slots (src/pg/shmem/stats_slots.cpp;
+# docs/internals.md, "Counting ratelimit_stats per backend") on a throwaway
+# cluster of its own with shared_preload_libraries = 'ratelimit': sessions
+# kept open (psql reading a fifo) count, stay idle, exit or are terminated,
+# while others read the view. Checks:
 #   1. 8 sessions counting one name at once: the total is the calls made,
 #      while they are idle (their counts still in their slots), while a
 #      reader reads during the counting (never decreasing), and after 4 are

@@ -21,8 +21,9 @@
 #   behind pgbouncer (scripts/pgbouncer-test.sh)                x   x   x
 #   fault tests, DDL under load (crash and restart)             x   x   x
 #   PL/Proxy router (scripts/plproxy-test.sh)                   x   x   x
-#   docs: README length, links (scripts/check-docs.sh), PGXN
-#     metadata, HTTP example, Debian package                    x   -   -
+#   docs: README length, links, the code layout's tables
+#     (scripts/check-docs.sh), PGXN metadata, HTTP example,
+#     Debian package                                            x   -   -
 #   Prometheus exporter scraped against ratelimit_stats,
 #     promtool on the example alerts (scripts/metrics-test.sh)  x   -   -
 #   the playground page in headless chromium, driven by
@@ -71,7 +72,7 @@ trap stop_major_prefetch EXIT
 echo "== source layout: a header per module, the layer order, no dependency cycle between modules or folders (scripts/check-layout.sh)"
 stage "source layout" scripts/check-layout.sh
 
-echo "== documentation: README at most 300 lines, every relative link and anchor of README.md and docs/ resolves (scripts/check-docs.sh)"
+echo "== documentation: README at most 300 lines, every relative link and anchor of README.md and docs/ resolves, every folder and module of src/ is in internals.md's code layout (scripts/check-docs.sh)"
 stage "documentation links" scripts/check-docs.sh
 
 echo "== C++ unit tests (CMake/CTest)"

@@ -6,6 +6,8 @@
 
 #include "route/connections.h"
 
+#include "route/remote_answers.h"
+
 extern "C" {
 #include "access/xact.h"
 #include "libpq-fe.h"
@@ -50,37 +52,6 @@ bool hooks_registered = false;
 // The cluster definition the connections were opened under.
 uint64 connections_generation = 0;
 
-// The statement being run, for the notices a partition sends with it.
-const RemoteStatement* running = nullptr;
-
-// A partition's error or notice, its fields copied out of libpq's result
-// (so the result can be freed before anything is raised).
-struct RemoteMessage {
-  const char* state;
-  const char* severity;
-  const char* message;
-  const char* detail;
-  const char* hint;
-  const char* context;
-};
-
-// The notices partitions sent during the statement, raised once libpq has
-// returned (RaiseNotices): a notice raised inside libpq's receiver could
-// longjmp out of libpq (a cancel is checked for by every ereport) and leak
-// the result libpq made for it.
-struct QueuedNotice {
-  RemoteMessage message;
-  const char* database;
-  QueuedNotice* next;
-};
-QueuedNotice* notices = nullptr;  // in the call's memory context
-QueuedNotice** notices_end = &notices;
-
-void ForgetNotices() {
-  notices = nullptr;
-  notices_end = &notices;
-}
-
 void Close(Connection* c) {
   if (c->conn != nullptr) {
     if (c->busy) {
@@ -108,8 +79,7 @@ void Close(Connection* c) {
 void CloseBusy() {
   for (int i = 0; i < connection_count; ++i)
     if (connections[i]->busy) Close(connections[i]);
-  running = nullptr;
-  ForgetNotices();
+  QueueNoticesOf(nullptr);
 }
 
 void AtTransactionEnd(XactEvent event, void*) {
@@ -175,69 +145,9 @@ char* MessageOf(PGconn* conn) {
   pg_unreachable();
 }
 
-// palloc that does not raise: nullptr when out of memory. What copies a
-// PGresult uses nothing else, so that nothing between libpq handing a
-// result over and its PQclear can raise (a longjmp there would leak the
-// result: libpq's memory is malloc'd, no memory context frees it).
-void* AllocOrNull(size_t size) {
-  return MemoryContextAllocExtended(CurrentMemoryContext, Max(size, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-}
-
-char* CopyOrNull(const char* text) {
-  size_t size = strlen(text) + 1;
-  auto* copy = static_cast<char*>(AllocOrNull(size));
-  if (copy != nullptr) memcpy(copy, text, size);
-  return copy;
-}
-
-// Copies the fields of a partition's error or notice; false when out of
-// memory.
-bool CopyMessage(const PGresult* result, RemoteMessage* out) {
-  const int codes[] = {PG_DIAG_SQLSTATE,       PG_DIAG_SEVERITY,     PG_DIAG_MESSAGE_PRIMARY,
-                       PG_DIAG_MESSAGE_DETAIL, PG_DIAG_MESSAGE_HINT, PG_DIAG_CONTEXT};
-  const char** fields[] = {&out->state,  &out->severity, &out->message,
-                           &out->detail, &out->hint,     &out->context};
-  for (int i = 0; i < 6; ++i) {
-    const char* value = PQresultErrorField(result, codes[i]);
-    *fields[i] = nullptr;
-    if (value != nullptr && (*fields[i] = CopyOrNull(value)) == nullptr) return false;
-  }
-  if (out->state == nullptr || strlen(out->state) != 5) out->state = "XX000";
-  return true;
-}
-
-// Passes a partition's error or notice through as PL/Proxy does.
-void Raise(const RemoteMessage& m, const RemoteStatement& statement, const char* database, bool error) {
-  int level = error ? ERROR : (strncmp(m.state, "00", 2) == 0 ? NOTICE : WARNING);
-  ereport(level, (errcode(MAKE_SQLSTATE(m.state[0], m.state[1], m.state[2], m.state[3], m.state[4])),
-                  errmsg("%s(%d): [%s] REMOTE %s: %s", statement.function_name, statement.function_args,
-                         database, m.severity != nullptr ? m.severity : (error ? "ERROR" : "NOTICE"),
-                         m.message != nullptr ? m.message : ""),
-                  m.detail != nullptr ? errdetail("Remote detail: %s", m.detail) : 0,
-                  m.hint != nullptr ? errhint("Remote hint: %s", m.hint) : 0,
-                  m.context != nullptr ? errcontext("Remote context: %s", m.context) : 0));
-}
-
-// libpq's notice receiver: queues the notice (dropped when out of memory).
+// libpq's notice receiver (arg: the Connection): queues the notice.
 void RelayNotice(void* arg, const PGresult* result) {
-  if (running == nullptr) return;
-  auto* notice = static_cast<QueuedNotice*>(AllocOrNull(sizeof(QueuedNotice)));
-  if (notice == nullptr || !CopyMessage(result, &notice->message)) return;
-  notice->database = CopyOrNull(DatabaseOf(*static_cast<Connection*>(arg)));
-  if (notice->database == nullptr) return;
-  notice->next = nullptr;
-  *notices_end = notice;
-  notices_end = &notice->next;
-}
-
-// Raises the queued notices, in the order they came (no PGresult is held).
-void RaiseNotices() {
-  while (notices != nullptr) {
-    QueuedNotice* notice = notices;
-    notices = notice->next;
-    if (notices == nullptr) notices_end = &notices;
-    Raise(notice->message, *running, notice->database, false);
-  }
+  QueueNotice(result, DatabaseOf(*static_cast<Connection*>(arg)));
 }
 
 // The connection of connect_string, added (closed) if there is none: the
@@ -367,65 +277,6 @@ void Ready(Connection* c, const RouterCluster& cluster, const RemoteStatement& s
   if (c->conn == nullptr) Open(c, cluster, statement, partition);
 }
 
-// What a partition answered: its rows, or its error, copied out of libpq.
-struct Answer {
-  bool failed;
-  RemoteRows rows;      // when not failed
-  RemoteMessage error;  // when failed
-  const char* database;
-};
-
-// Copies a result's rows (binary values, nullptr for NULL, each followed
-// by a zero byte as libpq leaves it) and its column types into four
-// allocations; false when out of memory.
-bool CopyRows(const PGresult* result, RemoteRows* out) {
-  int rows = PQntuples(result);
-  int columns = PQnfields(result);
-  size_t cells = static_cast<size_t>(rows) * columns;
-  size_t bytes = 0;
-  for (int r = 0; r < rows; ++r)
-    for (int col = 0; col < columns; ++col)
-      if (!PQgetisnull(result, r, col)) bytes += static_cast<size_t>(PQgetlength(result, r, col)) + 1;
-  auto** values = static_cast<char**>(AllocOrNull(sizeof(char*) * cells));
-  auto* lengths = static_cast<int*>(AllocOrNull(sizeof(int) * cells));
-  auto* types = static_cast<Oid*>(AllocOrNull(sizeof(Oid) * columns));
-  auto* next = static_cast<char*>(AllocOrNull(bytes));
-  if (values == nullptr || lengths == nullptr || types == nullptr || next == nullptr) return false;
-  // A column the partition sent as text counts as no type: never read as binary.
-  for (int col = 0; col < columns; ++col) types[col] = PQfformat(result, col) == 1 ? PQftype(result, col) : 0;
-  for (int r = 0; r < rows; ++r)
-    for (int col = 0; col < columns; ++col) {
-      size_t cell = static_cast<size_t>(r) * columns + col;
-      values[cell] = nullptr;
-      lengths[cell] = 0;
-      if (PQgetisnull(result, r, col)) continue;
-      int length = PQgetlength(result, r, col);
-      memcpy(next, PQgetvalue(result, r, col), static_cast<size_t>(length) + 1);
-      values[cell] = next;
-      lengths[cell] = length;
-      next += static_cast<size_t>(length) + 1;
-    }
-  *out = RemoteRows{rows, columns, values, lengths, types};
-  return true;
-}
-
-// Copies what a result carries into *answer (its first error; its last
-// rows, *answered then set) and frees it, whatever happens: false when
-// out of memory. Nothing here can raise.
-bool TakeResult(PGresult* result, Answer* answer, bool* answered) {
-  ExecStatusType status = PQresultStatus(result);
-  bool copied = true;
-  if (status == PGRES_FATAL_ERROR && !answer->failed) {
-    answer->failed = true;
-    copied = CopyMessage(result, &answer->error);
-  } else if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-    *answered = true;
-    copied = CopyRows(result, &answer->rows);
-  }
-  PQclear(result);
-  return copied;
-}
-
 // Out of memory while an answer was read: the connection (in the middle of
 // its statement) closed, its partition's statement cancelled.
 [[noreturn]] void RaiseOutOfMemory(Connection* c, const RemoteStatement& statement, int partition) {
@@ -507,7 +358,7 @@ void Prepare(Connection* c, const RouterCluster& cluster, const RemoteStatement&
   if (!PQsendPrepare(c->conn, name, statement.sql, 0, nullptr))
     RaiseLost(c, statement, partition, ERRCODE_CONNECTION_FAILURE, "connection lost");
   Answer answer = ReadAnswer(c, cluster, statement, partition, DeadlineOf(cluster));
-  if (answer.failed) Raise(answer.error, statement, answer.database, true);
+  if (answer.failed) RaiseRemoteMessage(answer.error, statement, answer.database, true);
   c->prepared[c->prepared_count++] = PreparedKey(statement);
 }
 
@@ -547,8 +398,7 @@ void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count
                      const RemoteStatement& statement, RemoteRows* out) {
   RegisterHooks();
   ForgetStaleConnections(cluster);
-  ForgetNotices();
-  running = &statement;
+  QueueNoticesOf(&statement);
   auto** used = static_cast<Connection**>(palloc(sizeof(Connection*) * count));
   for (int i = 0; i < count; ++i) {
     Connection* c = ConnectionFor(cluster.connect_strings[targets[i]]);
@@ -573,10 +423,10 @@ void RunOnPartitions(const RouterCluster& cluster, const int* targets, int count
   // Every answer read (every connection idle again) before an error is
   // raised: the first partition's, in partition order.
   for (int i = 0; i < count; ++i)
-    if (answers[i].failed) Raise(answers[i].error, statement, answers[i].database, true);
+    if (answers[i].failed) RaiseRemoteMessage(answers[i].error, statement, answers[i].database, true);
   for (int i = 0; i < count; ++i) RequireColumns(answers[i], statement);
   for (int i = 0; i < count; ++i) out[i] = answers[i].rows;
-  running = nullptr;
+  QueueNoticesOf(nullptr);
 }
 
 }  // namespace ratelimit_pg

@@ -69,7 +69,6 @@ void InitLongHeader(void* memory) {
 MemoryHeader* header = nullptr;
 LongHeader* long_header = nullptr;
 
-
 Tables TablesOrNull() {
   void* h = nullptr;
   void* lh = nullptr;
@@ -161,7 +160,6 @@ void ReleaseRoom(const void* entry, const Layout& layout) {
   const IdentityKey& key = KeyIn(entry);
   UncountMemoryName(key.database, BytesIn(entry), key.name_len);
 }
-
 
 uint64 AsBound(Micros at) { return at < 0 ? 0 : static_cast<uint64>(at); }
 

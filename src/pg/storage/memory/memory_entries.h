@@ -110,12 +110,13 @@ struct Layout {
 };
 
 // inline: one object in every file (their addresses tell the tables apart).
-inline constexpr Layout kCompact = {SharedTable::kMemoryLimits,           kCompactBytes,
-                             offsetof(CompactEntry, inline_share), offsetof(CompactEntry, inline_share),
-                             offsetof(CompactEntry, row),          sizeof(CompactEntry)};
+inline constexpr Layout kCompact = {
+    SharedTable::kMemoryLimits,           kCompactBytes,
+    offsetof(CompactEntry, inline_share), offsetof(CompactEntry, inline_share),
+    offsetof(CompactEntry, row),          sizeof(CompactEntry)};
 inline constexpr Layout kLong = {SharedTable::kMemoryLongLimits,    kIdentityBytes,
-                          offsetof(LongEntry, inline_share), offsetof(LongEntry, inline_share),
-                          offsetof(LongEntry, row),          sizeof(LongEntry)};
+                                 offsetof(LongEntry, inline_share), offsetof(LongEntry, inline_share),
+                                 offsetof(LongEntry, row),          sizeof(LongEntry)};
 inline constexpr const Layout* kLayouts[] = {&kCompact, &kLong};
 
 struct MemoryHeader {
@@ -152,16 +153,22 @@ struct Tables {
   dshash_table* For(const Layout& layout) const { return of[&layout == &kLong ? 1 : 0]; }
 };
 
-inline int UsedBytes(const IdentityKey& key) { return key.name_len + (key.key_len == kNullKey ? 0 : key.key_len); }
+inline int UsedBytes(const IdentityKey& key) {
+  return key.name_len + (key.key_len == kNullKey ? 0 : key.key_len);
+}
 
-inline const Layout& LayoutOf(const IdentityKey& key) { return UsedBytes(key) <= kCompactBytes ? kCompact : kLong; }
+inline const Layout& LayoutOf(const IdentityKey& key) {
+  return UsedBytes(key) <= kCompactBytes ? kCompact : kLong;
+}
 
 // An entry's parts.
 inline const IdentityKey& KeyIn(const void* entry) { return *static_cast<const IdentityKey*>(entry); }
 inline const char* BytesIn(const void* entry) {
   return static_cast<const char*>(entry) + offsetof(IdentityKey, bytes);
 }
-inline uint8* FlagsIn(void* entry, const Layout& layout) { return static_cast<uint8*>(entry) + layout.flags_offset; }
+inline uint8* FlagsIn(void* entry, const Layout& layout) {
+  return static_cast<uint8*>(entry) + layout.flags_offset;
+}
 inline PackedRow* RowIn(void* entry, const Layout& layout) {
   return reinterpret_cast<PackedRow*>(static_cast<char*>(entry) + layout.row_offset);
 }

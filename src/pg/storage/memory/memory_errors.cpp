@@ -71,14 +71,14 @@ void RaiseMemoryPrepareRefused() {
 }
 
 void RaiseMemoryNotDurable() {
-  ereport(ERROR,
-          (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-           errmsg("memory rate limits are not durable yet"),
-           errdetail("With ratelimit.memory_durability = wal, a memory limit is written only once the "
-                     "background worker \"ratelimit memory durability\" has logged every memory limit "
-                     "since the server started, and it has not done so within 10 seconds."),
-           errhint("See the server log for the worker; it needs a free slot of max_worker_processes. Or set "
-                   "ratelimit.memory_durability = off.")));
+  ereport(
+      ERROR,
+      (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("memory rate limits are not durable yet"),
+       errdetail("With ratelimit.memory_durability = wal, a memory limit is written only once the "
+                 "background worker \"ratelimit memory durability\" has logged every memory limit "
+                 "since the server started, and it has not done so within 10 seconds."),
+       errhint("See the server log for the worker; it needs a free slot of max_worker_processes. Or set "
+               "ratelimit.memory_durability = off.")));
   pg_unreachable();
 }
 

@@ -71,7 +71,8 @@ void Cover(XLogRecPtr redo) {
   }
   RemoveMemoryBase();
   SetMemoryDurable(true);
-  ereport(LOG, (errmsg("ratelimit: memory limits are durable: %lld in the WAL", static_cast<long long>(logged))));
+  ereport(LOG,
+          (errmsg("ratelimit: memory limits are durable: %lld in the WAL", static_cast<long long>(logged))));
 }
 
 // Once this process is gone, a checkpoint can complete with nobody to log

@@ -1,6 +1,6 @@
 // One memory entry as it leaves shared memory (memory_record.cpp): its
 // identity's lengths and bytes and its row, packed into a 56-byte head and
-// the bytes. The saved state file (memory_persist) and the WAL records
+// the bytes. The saved state file (memory_state_file) and the WAL records
 // (memory_wal) carry the same head, and both read it back through the one
 // check here: a record is taken only if every field is one a live entry
 // can hold.

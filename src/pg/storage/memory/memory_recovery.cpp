@@ -161,7 +161,8 @@ RedoOutcome ApplyMemoryRecord(const MemoryRecord& record, Micros now) {
   if (InsertForRedo(tables, layout, key, record)) return RedoOutcome::kApplied;
   // Full: idle entries out (as a call's sweep), then a standby's own
   // decisions, which the primary's entries win over; once more after each.
-  if (SweepMayFree(now) && SweepIdle(tables, now, InvalidOid) > 0 && InsertForRedo(tables, layout, key, record))
+  if (SweepMayFree(now) && SweepIdle(tables, now, InvalidOid) > 0 &&
+      InsertForRedo(tables, layout, key, record))
     return RedoOutcome::kApplied;
   if (EvictStandbyOwn(tables) > 0 && InsertForRedo(tables, layout, key, record)) return RedoOutcome::kApplied;
   return RedoOutcome::kNoRoom;
@@ -185,7 +186,8 @@ bool RemoveMemoryIdentity(const MemoryRecord& identity) {
 int64 ForgetMemoryDatabase(Oid database, bool log) {
   Tables tables = TablesOrNull();
   if (tables.of[0] == nullptr || database == InvalidOid) return 0;
-  int64 deleted = SweepIdle(tables, PG_INT64_MAX, database);  // each of its entries is idle at the end of time
+  int64 deleted =
+      SweepIdle(tables, PG_INT64_MAX, database);  // each of its entries is idle at the end of time
   if (log && LogMemoryWrites()) LogMemoryForgetDatabase(database);
   return deleted;
 }
@@ -205,7 +207,8 @@ int64 RelogStaleMemoryEntries(uint32 epoch, Micros now, XLogRecPtr* end) {
     dshash_seq_init(&scan, tables.For(*layout), true);
     while (void* entry = dshash_seq_next(&scan)) {
       uint8* flags = FlagsIn(entry, *layout);
-      if (!Live(entry, *layout) || IdleAt(entry, *layout, now) || (flags[0] & ~kInlineShareBit) == EpochBits(epoch))
+      if (!Live(entry, *layout) || IdleAt(entry, *layout, now) ||
+          (flags[0] & ~kInlineShareBit) == EpochBits(epoch))
         continue;
       *end = LogMemoryEntry(RecordOf(entry, *layout));
       flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));

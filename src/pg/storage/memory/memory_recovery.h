@@ -1,4 +1,4 @@
-// What the state file (memory_persist.cpp), redo (memory_redo.cpp) and the
+// What the state file (memory_state_file.cpp), redo (memory_redo.cpp) and the
 // durability worker (memory_guard.cpp) do with the memory storage's tables
 // (memory_recovery.cpp): outside any call, in the postmaster, the startup
 // process or the worker.
@@ -14,7 +14,7 @@ namespace ratelimit_pg {
 
 using MemoryEntryVisitor = bool (*)(const MemoryRecord& record, void* context);
 
-// For memory_persist.cpp: hands every live entry (not idle at `now`) to
+// For the state file: hands every live entry (not idle at `now`) to
 // `visit` (false: stop); how many, or -1 if stopped.
 int64 ForEachMemoryEntry(Micros now, MemoryEntryVisitor visit, void* context);
 // The most bytes of a name and key together.

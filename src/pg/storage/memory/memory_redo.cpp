@@ -49,8 +49,9 @@ void CountNoRoom() {
 
 void CountDamaged() {
   ++counts.damaged;
-  LogFirstSkip(counts.damaged, "a WAL record of resource manager \"ratelimit_memory\" is not one this version "
-                               "can apply, and was skipped");
+  LogFirstSkip(counts.damaged,
+               "a WAL record of resource manager \"ratelimit_memory\" is not one this version "
+               "can apply, and was skipped");
 }
 
 // A kWalEntries record: heads and bytes, each checked before it is applied.

@@ -18,5 +18,4 @@ namespace ratelimit_pg {
 void DefineMemoryStorage();
 const Storage& MemoryStorage();
 
-
 }  // namespace ratelimit_pg

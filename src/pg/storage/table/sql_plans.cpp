@@ -12,7 +12,7 @@
 
 #include "storage/table/sql_plans.h"
 
-#include "storage/table/state_table.h"
+#include "storage/table/owner_code.h"
 #include "support/catalog.h"
 
 extern "C" {

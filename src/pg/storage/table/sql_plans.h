@@ -63,7 +63,7 @@ void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, c
 // owner, so code the owner added to a table would run as the owner in a
 // session the caller shaped (its temporary schema, its settings). A caller
 // without the owner's privileges is refused with 42501 when a statement
-// would run such code (state_table.h's StatementRunsOwnerCode and
+// would run such code (owner_code.h's StatementRunsOwnerCode and
 // ConfigStatementRunsOwnerCode), after taking the statement's lock;
 // ExecuteStatement and ExecuteStatementLatest apply it to each of theirs.
 // The direct path, which runs the state table's code as the caller, is

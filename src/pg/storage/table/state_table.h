@@ -1,12 +1,12 @@
 // The table storage's view of ratelimit_state (state_table.cpp): what one
 // step of a call may do with the table, derived after the step has taken
-// its lock on it (lock, then look), and whether an SQL statement on it
-// would run code the owner added. Internal to the table storage
-// (table_storage.cpp, row_access.cpp, state_sql.cpp, config_changes.cpp)
-// and sql_plans.cpp.
+// its lock on it (lock, then look). Internal to the table storage
+// (table_storage.cpp, row_access.cpp, state_sql.cpp, owner_code.cpp and
+// sql_plans.cpp).
 #pragma once
 
 #include "storage/seam.h"
+#include "storage/table/installed_parts.h"
 
 extern "C" {
 #include "nodes/execnodes.h"
@@ -16,18 +16,6 @@ extern "C" {
 }
 
 namespace ratelimit_pg {
-
-// The columns of ratelimit_state, by attribute number (InvalidAttrNumber:
-// absent; idle_at is absent before 0.2.0).
-struct StateColumns {
-  AttrNumber name;
-  AttrNumber key;
-  AttrNumber shard;
-  AttrNumber value;
-  AttrNumber ts;
-  AttrNumber prev;
-  AttrNumber idle_at;
-};
 
 // What one step of a call may do with the table, derived from the relcache
 // entry after the step has taken its lock on the table (lock, then look):
@@ -59,27 +47,6 @@ struct StateTable {
   // executor prepares the table's checks itself.
   ExprState* installed_check;
 };
-
-// Whether an SQL statement of kind `command` (CMD_SELECT for reads and
-// row locks, CMD_INSERT, CMD_UPDATE, CMD_DELETE) on the (locked) table, run
-// as `statement_role`, runs code the owner added after installing it: what
-// ReadRunsOwnerCode finds; for writes also the command's triggers and
-// rules, and for inserts and updates CHECKs, defaults, generated columns,
-// further indexes and a partition constraint.
-bool StatementRunsOwnerCode(const StateTable& table, CmdType command, Oid statement_role);
-// The same for a statement on a (locked) config table: ratelimit_definition,
-// or ratelimit_override (keyed). What the extension installed there runs
-// none of the owner's code: the primary key, the statement trigger calling
-// the extension's own function, the columns' types.
-bool ConfigStatementRunsOwnerCode(Relation rel, bool keyed, CmdType command, Oid statement_role);
-// Whether a SELECT on `rel` run as `statement_role` runs code the owner
-// added: row security that applies to that role, a column of a type that
-// is not built in (its casts and I/O), or inheritance children (whose own
-// policies apply).
-bool ReadRunsOwnerCode(Relation rel, Oid statement_role);
-// Whether converting between types `from` and `to` (either way) calls a
-// cast function that is not built in.
-bool CastRunsOwnerCode(Oid from, Oid to);
 
 // Opens and locks the state table in `mode`, then looks at it. What does
 // not change between calls (columns, probe indexes, what the table allows)

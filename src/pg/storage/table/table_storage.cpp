@@ -1,13 +1,14 @@
 // The table storage: the storage seam (storage.h) over ratelimit_state.
 // Each step chooses how it reaches the table after it has opened and
-// locked it (state_table.cpp): directly (row_access.cpp) when the table
-// allows it, else through SQL (state_sql.cpp). Reads take the lock a SELECT
-// would (ACCESS SHARE, or ROW SHARE for FOR UPDATE), writes the lock an
-// UPDATE would (ROW EXCLUSIVE).
+// locked it (state_table.cpp): directly (row_probe.cpp, row_write.cpp) when
+// the table allows it, else through SQL (state_sql.cpp). Reads take the
+// lock a SELECT would (ACCESS SHARE, or ROW SHARE for FOR UPDATE), writes
+// the lock an UPDATE would (ROW EXCLUSIVE).
 #include "storage/table/table_storage.h"
 
 #include "limiter.h"
-#include "storage/table/row_access.h"
+#include "storage/table/row_probe.h"
+#include "storage/table/row_write.h"
 #include "storage/table/state_sql.h"
 
 extern "C" {

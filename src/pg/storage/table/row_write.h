@@ -1,15 +1,14 @@
-// State rows read, locked and written without SQL (row_access.cpp), through
-// the index and table access methods and the executor's per-row pieces, as
-// logical replication's apply worker does. Code the owner added to the
-// table (triggers, constraints, defaults, index expressions) runs as the
-// calling role. Internal to the table storage.
+// State rows written without SQL (row_write.cpp): updated, inserted and
+// deleted through the executor's per-row pieces, as logical replication's
+// apply worker writes them. Code the owner added to the table (triggers,
+// constraints, defaults, index expressions) runs as the calling role.
+// Internal to the table storage.
 #pragma once
 
 #include "storage/table/state_table.h"
 
 namespace ratelimit_pg {
 
-StoredState ProbeState(const StateTable& table, const LimitId& id, ReadMode mode);
 // Updates the row version at *tid, keeping its other columns. locked: this
 // transaction holds the row lock (else the update succeeds only if that
 // version is still the newest; false when it is not).
