@@ -182,5 +182,30 @@ SELECT error_state, error_message
 FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1::float8, now(), 1::float8, 1::float8, 12345, 'm'::text, NULL::text, NULL::text))$$);
 SELECT error_state, error_message
 FROM pg_temp.raised($$SELECT pg_temp.result_of(ROW(true, 1::float8, now(), 1::float8, 1::float8, 'PT429'::text, 'm'::text, 7, NULL::text))$$);
+-- The partition's rows are checked against their declared types before
+-- anything is stored in them: after an owner's ALTER TYPE of
+-- ratelimit_proxy_answer or ratelimit_proxy_entry a call is 42804 (ok
+-- changed to text made the boolean a pointer: a SIGSEGV; only the number
+-- of columns was checked), dropped columns are skipped (one added and
+-- dropped again made every call fail).
+BEGIN;
+ALTER TYPE ratelimit_proxy_answer ALTER ATTRIBUTE ok TYPE text;
+ALTER TYPE ratelimit_proxy_entry ALTER ATTRIBUTE ok TYPE text;
+SELECT error_state, error_message, error_detail
+FROM pg_temp.raised($$SELECT ratelimit_proxy_limit('routed', 'shape', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 1, false, false, NULL)$$);
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT ratelimit_proxy_check('routed', 'shape', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 1, false, false, NULL)$$);
+SELECT error_state, error_message, error_detail
+FROM pg_temp.raised($$SELECT * FROM ratelimit_proxy_limit_all('[{"name": "routed", "key": "shape", "config": {"kind": "token bucket", "rate": 2, "period": "1 minute"}}]', false, NULL)$$);
+ROLLBACK;
+BEGIN;
+ALTER TYPE ratelimit_proxy_answer ADD ATTRIBUTE extra integer;
+SELECT error_state, error_message
+FROM pg_temp.raised($$SELECT ratelimit_proxy_limit('routed', 'shape', '{"kind": "token bucket", "rate": 2, "period": "1 minute"}', 1, false, false, NULL)$$);
+ALTER TYPE ratelimit_proxy_answer DROP ATTRIBUTE extra;
+ALTER TYPE ratelimit_proxy_entry DROP ATTRIBUTE error_hint, ADD ATTRIBUTE error_hint text;
+SELECT * FROM ratelimit_proxy_limit('routed', 'shape', :'tb', 1, false, false, NULL);
+SELECT * FROM ratelimit_proxy_limit_all('[{"name": "routed", "key": "shape", "config": {"kind": "token bucket", "rate": 2, "period": "1 minute"}}]', false, NULL);
+ROLLBACK;
 DELETE FROM ratelimit_state WHERE name = 'routed';
 RESET ratelimit.now;

@@ -23,12 +23,15 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/tuplestore.h"
 }
 
 namespace ratelimit_pg {
@@ -128,10 +131,51 @@ void EncodeError(const ErrorData* error, Datum* values, bool* nulls) {
   }
 }
 
-// The declared row must have the columns this module fills.
-void RequireColumns(TupleDesc desc, int columns) {
-  if (desc->natts != columns)
-    elog(ERROR, "ratelimit: a routed call's result must have %d columns, not %d", columns, desc->natts);
+// The types of the columns each routed call fills, in order: the
+// decision's (ratelimit_proxy_answer), an entry's (ratelimit_proxy_entry)
+// and a simulated arrival's, each followed by the four error columns.
+constexpr Oid kAnswerTypes[kDecisionColumns + kErrorColumns] = {
+    BOOLOID, FLOAT8OID, TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+constexpr Oid kEntryTypes[kEntryColumns + kErrorColumns] = {TEXTOID,        TEXTOID,   BOOLOID,   FLOAT8OID,
+                                                            TIMESTAMPTZOID, FLOAT8OID, FLOAT8OID, TEXTOID,
+                                                            TEXTOID,        TEXTOID,   TEXTOID};
+constexpr Oid kSimulatedTypes[kSimulatedColumns + kErrorColumns] = {
+    TIMESTAMPTZOID, FLOAT8OID, BOOLOID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+// 42804: the declared row type is not the columns a routed call fills (an
+// owner's ALTER TYPE of ratelimit_proxy_answer or ratelimit_proxy_entry).
+[[noreturn]] void RaiseNotRoutedShape(TupleDesc desc, const Oid* types, int columns) {
+  StringInfoData wanted;
+  initStringInfo(&wanted);
+  for (int i = 0; i < columns; ++i)
+    appendStringInfo(&wanted, "%s%s", i > 0 ? ", " : "", format_type_be(types[i]));
+  ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                  errmsg("ratelimit: result type %s is not the row a routed call answers",
+                         format_type_be(desc->tdtypeid)),
+                  errdetail("Its columns must be (%s).", wanted.data)));
+  pg_unreachable();
+}
+
+// A row of the declared type desc from the columns this module fills
+// (values/nulls, of `types`): each live column must be the next of them,
+// of its type, checked before any is stored (a datum is never stored in a
+// column of another type: an owner's ALTER TYPE of a column to text made
+// a boolean a pointer, a SIGSEGV); dropped columns are NULL.
+HeapTuple FormRow(TupleDesc desc, const Oid* types, int columns, const Datum* values, const bool* nulls) {
+  auto* row_values = static_cast<Datum*>(palloc0(sizeof(Datum) * Max(1, desc->natts)));
+  auto* row_nulls = static_cast<bool*>(palloc(sizeof(bool) * Max(1, desc->natts)));
+  int live = 0;
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute att = TupleDescAttr(desc, i);
+    row_nulls[i] = true;
+    if (att->attisdropped) continue;
+    if (live >= columns || att->atttypid != types[live]) RaiseNotRoutedShape(desc, types, columns);
+    row_values[i] = values[live];
+    row_nulls[i] = nulls[live];
+    ++live;
+  }
+  if (live != columns) RaiseNotRoutedShape(desc, types, columns);
+  return heap_form_tuple(desc, row_values, row_nulls);
 }
 
 Datum RoutedDecision(FunctionCallInfo fcinfo, bool consume) {
@@ -141,12 +185,11 @@ Datum RoutedDecision(FunctionCallInfo fcinfo, bool consume) {
   call.consume = consume;
   ErrorData* error = CatchError(MakeRoutedCall, &call);
   TupleDesc desc = ResultDesc(fcinfo);
-  RequireColumns(desc, kDecisionColumns + kErrorColumns);
   Datum values[kDecisionColumns + kErrorColumns] = {};
   bool nulls[kDecisionColumns + kErrorColumns] = {true, true, true, true, true};
   if (error == nullptr) EncodeDecision(call.decision, values, nulls);
   EncodeError(error, values + kDecisionColumns, nulls + kDecisionColumns);
-  return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+  return HeapTupleGetDatum(FormRow(desc, kAnswerTypes, kDecisionColumns + kErrorColumns, values, nulls));
 }
 
 }  // namespace
@@ -163,19 +206,19 @@ Datum RoutedLimitAll(FunctionCallInfo fcinfo) {
   ErrorData* error = CatchError(MakeRoutedCall, &call);
   TupleDesc desc;
   Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
-  RequireColumns(desc, kEntryColumns + kErrorColumns);
-  Datum values[kEntryColumns + kErrorColumns] = {};
-  bool nulls[kEntryColumns + kErrorColumns];
+  constexpr int kColumns = kEntryColumns + kErrorColumns;
+  Datum values[kColumns] = {};
+  bool nulls[kColumns];
   if (error != nullptr) {
     for (bool& null : nulls) null = true;
     EncodeError(error, values + kEntryColumns, nulls + kEntryColumns);
-    tuplestore_putvalues(store, desc, values, nulls);
+    tuplestore_puttuple(store, FormRow(desc, kEntryTypes, kColumns, values, nulls));
     return static_cast<Datum>(0);
   }
   for (int i = 0; i < call.count; ++i) {
     EncodeEntry(call.calls[i].id, call.decisions[i], values, nulls);
     EncodeError(nullptr, values + kEntryColumns, nulls + kEntryColumns);
-    tuplestore_putvalues(store, desc, values, nulls);
+    tuplestore_puttuple(store, FormRow(desc, kEntryTypes, kColumns, values, nulls));
   }
   return static_cast<Datum>(0);
 }
@@ -188,19 +231,19 @@ Datum RoutedSimulate(FunctionCallInfo fcinfo) {
   ErrorData* error = CatchError(MakeSimulation, &call);
   TupleDesc desc;
   Tuplestorestate* store = MaterializedResult(fcinfo, &desc);
-  RequireColumns(desc, kSimulatedColumns + kErrorColumns);
-  Datum values[kSimulatedColumns + kErrorColumns] = {};
-  bool nulls[kSimulatedColumns + kErrorColumns];
+  constexpr int kColumns = kSimulatedColumns + kErrorColumns;
+  Datum values[kColumns] = {};
+  bool nulls[kColumns];
   if (error != nullptr) {
     for (bool& null : nulls) null = true;
     EncodeError(error, values + kSimulatedColumns, nulls + kSimulatedColumns);
-    tuplestore_putvalues(store, desc, values, nulls);
+    tuplestore_puttuple(store, FormRow(desc, kSimulatedTypes, kColumns, values, nulls));
     return static_cast<Datum>(0);
   }
   for (int i = 0; i < call.count; ++i) {
     EncodeSimulated(call.arrivals[i], call.decisions[i], values, nulls);
     EncodeError(nullptr, values + kSimulatedColumns, nulls + kSimulatedColumns);
-    tuplestore_putvalues(store, desc, values, nulls);
+    tuplestore_puttuple(store, FormRow(desc, kSimulatedTypes, kColumns, values, nulls));
   }
   return static_cast<Datum>(0);
 }
