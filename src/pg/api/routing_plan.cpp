@@ -138,7 +138,12 @@ void PlanParam(const char* name, int arg, Oid type, SentParam* param) {
     param->binary = true;
     getTypeBinaryOutputInfo(type, &function, &varlena);
   } else {
-    elog(ERROR, "%s: argument %d's type %s cannot be routed exactly", name, arg + 1, format_type_be(type));
+    // Reached by an owner's ALTER TYPE of a row type a routed function takes.
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("%s: argument %d's type %s cannot be routed exactly", name, arg + 1,
+                           format_type_be(type)),
+                    errhint("Routed arguments are text, jsonb, boolean, integers, real, double precision, "
+                            "timestamptz, and arrays or row types of the scalars among them.")));
   }
   fmgr_info_cxt(function, &param->function, CurrentMemoryContext);  // the plan's
 }
@@ -151,8 +156,12 @@ void PlanColumn(const char* name, Oid type, int attnum, ReadColumn* column) {
     column->form = type == TEXTOID ? ColumnKind::kText : ColumnKind::kJsonb;
     return;
   }
-  if (!BinaryScalar(type))
-    elog(ERROR, "%s: a result column's type %s cannot be routed exactly", name, format_type_be(type));
+  if (!BinaryScalar(type))  // an owner's ALTER TYPE of a routed function's row type
+    ereport(ERROR,
+            (errcode(ERRCODE_DATATYPE_MISMATCH),
+             errmsg("%s: a result column's type %s cannot be routed exactly", name, format_type_be(type)),
+             errhint("Routed answer columns are text, jsonb, boolean, integers, real, double precision "
+                     "and timestamptz.")));
   column->form = ColumnKind::kReceived;
   Oid receive;
   getTypeBinaryInputInfo(type, &receive, &column->ioparam);

@@ -109,6 +109,19 @@ SELECT e.state, e.message FROM error_of(format('SELECT ratelimit_limit(%L, %L, %
 SELECT e.state, e.message FROM error_of($$SELECT ratelimit_proxy_reset(1, 'rh', 'k')$$) AS e;
 
 RESET ROLE;
+-- The owner's ALTER TYPE of ratelimit_result to a column type that cannot
+-- cross exactly: 42804 when the plan is made (was an XX000 elog), for a
+-- result and for an argument.
+BEGIN;
+ALTER TYPE public.ratelimit_result ADD ATTRIBUTE z numeric;
+SELECT e.state, e.message FROM error_of(format('SELECT * FROM ratelimit_limit(%L, %L, %L)', 'rh', 'shape', :'cfg')) AS e;
+ROLLBACK;
+BEGIN;
+ALTER TYPE public.ratelimit_result ADD ATTRIBUTE z text;
+SELECT e.state, e.message
+FROM error_of(format('SELECT * FROM ratelimit_proxy_headers(1, %L, ROW(true, 1, now(), 1, 1, %L)::public.ratelimit_result, %L, %L)',
+                     'rh', 'z', :'cfg', 'k')) AS e;
+ROLLBACK;
 -- The owner's ALTER TYPE of ratelimit_result (its columns moved, in a
 -- transaction rolled back): each routed call reads the partition's row
 -- into the type's columns as they are at that call (in order of its live
