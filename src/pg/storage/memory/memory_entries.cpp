@@ -299,7 +299,10 @@ void LogWrite(void* entry, const Layout& layout) {
 void MarkWrite(void* entry, const Layout& layout, bool log) {
   if (log) {
     LogWrite(entry, layout);
-  } else if (RecoveryInProgress()) {
+  } else if (IsUnderPostmaster && !AmStartupProcess() && RecoveryInProgress()) {
+    // A standby backend's own call. Not the startup process's redo, nor the
+    // postmaster's load of a file (RecoveryInProgress() is true there too):
+    // those entries are the primary's, which later records must not evict.
     uint8* flags = FlagsIn(entry, layout);
     flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | kStandbyOwn);
   }

@@ -243,9 +243,9 @@ int64 ForgetDroppedDatabases(const Tables& tables);
 void* FindOrInsert(dshash_table* table, const Layout& layout, const IdentityKey& key);
 uint64 NewIncarnation();
 void LogWrite(void* entry, const Layout& layout);
-// A write's mark: logged (LogWrite), or on a standby marked as the
-// standby's own decision (kStandbyOwn), which redo may evict for the
-// primary's entries; nothing otherwise.
+// A write's mark: logged (LogWrite), or, by a standby backend's own call,
+// marked as the standby's own decision (kStandbyOwn), which redo may evict
+// for the primary's entries; nothing otherwise (redo, a file's load).
 void MarkWrite(void* entry, const Layout& layout, bool log);
 // The epoch bits of an entry a standby's own call wrote (no epoch is
 // current in recovery; the worker's first pass after a promotion re-logs
