@@ -112,16 +112,22 @@ CREATE USER MAPPING FOR PUBLIC SERVER ratelimit;
 SELECT 'missing partition:', pg_temp.state_of(\$s\$$call\$s\$);
 ALTER SERVER ratelimit OPTIONS (ADD p1 'dbname=rl_p1');
 SELECT 'three partitions:', pg_temp.state_of(\$s\$$call\$s\$);
+ALTER SERVER ratelimit OPTIONS (ADD modular_mapping '1');
+SELECT 'modular mapping:', pg_temp.state_of(\$s\$$call\$s\$);
+ALTER SERVER ratelimit OPTIONS (DROP modular_mapping, DROP p2, ADD partition_2 'dbname=rl_p2');
+SELECT 'partition_N:', pg_temp.state_of(\$s\$$call\$s\$);
 ROLLBACK;
 SELECT 'back:', pg_temp.state_of(\$s\$$call\$s\$);
 SQL
   ) || { echo "$out"; out=failed; }
-  check "router connections: one per partition, USAGE on the server needed, kept by the session, new ones after the server changed; an unusable cluster's errors" \
+  check "router connections: one per partition, USAGE on the server needed, kept by the session, new ones after the server changed; an unusable cluster's errors (modular_mapping and partition_N refused: the SQL routes by the mask)" \
     "$(printf '%s\n' 'connections 4' 0 'kept: t' 'no usage: 42501 permission denied for foreign server ratelimit' \
          'usage: no error' 'server changed, new: 4 t' 'no server: 42704 ratelimit_proxy: there is no server "ratelimit"' \
          'no user mapping: 42704 user mapping not found for' \
          'missing partition: HV00D ratelimit_proxy: the partitions of server "ratelimit" are not valid: a number is missing or repeated' \
          'three partitions: HV00D ratelimit_proxy: the partitions of server "ratelimit" are not valid: their number is not a power of 2' \
+         'modular mapping: 0A000 ratelimit_proxy: server "ratelimit" has option "modular_mapping", which ratelimit_proxy does not support' \
+         'partition_N: 0A000 ratelimit_proxy: server "ratelimit" has option "partition_2", which ratelimit_proxy does not support' \
          'back: no error')" \
     "$(echo "$out" | grep -v '^t$')"
 

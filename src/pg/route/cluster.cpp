@@ -49,19 +49,16 @@ void RegisterCallbacks() {
   callbacks_registered = true;
 }
 
-// A partition option's number: pN or partition_N (PL/Proxy's names).
-bool PartitionNumber(const char* option, int* number) {
-  for (const char* tag : {"p", "partition_"}) {
-    size_t len = strlen(tag);
-    if (strncmp(option, tag, len) != 0 || option[len] == '\0') continue;
-    char* end = nullptr;
-    unsigned long n = strtoul(option + len, &end, 10);
-    if (*end == '\0' && n < 65536) {
-      *number = static_cast<int>(n);
-      return true;
-    }
-  }
-  return false;
+// A partition option's number: pN (`tag` "p"), or PL/Proxy's other name
+// partition_N (`tag` "partition_").
+bool PartitionNumber(const char* option, const char* tag, int* number) {
+  size_t len = strlen(tag);
+  if (strncmp(option, tag, len) != 0 || option[len] == '\0') return false;
+  char* end = nullptr;
+  unsigned long n = strtoul(option + len, &end, 10);
+  if (*end != '\0' || n >= 65536) return false;
+  *number = static_cast<int>(n);
+  return true;
 }
 
 // An integer cluster option (PL/Proxy's validator allows only digits).
@@ -75,6 +72,22 @@ void AppendOption(StringInfo out, const char* name, const char* value) {
     appendStringInfoChar(out, *value);
   }
   appendStringInfoChar(out, '\'');
+}
+
+// The partition of a limit is hash & (N - 1) for the router's C calls and
+// for the extension's SQL (ratelimit_partitions() counts the pN options,
+// ratelimit_partition and ratelimit_limit_all's spanning check use the
+// mask). PL/Proxy's other forms (partition_N names, modular_mapping's
+// abs(hash) % N) would route some calls where the SQL says they are not:
+// a limit held on two partitions, each granting its capacity. Refused.
+[[noreturn]] void RaiseUnsupportedCluster(const char* option) {
+  ereport(ERROR,
+          (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+           errmsg("ratelimit_proxy: server \"%s\" has option \"%s\", which ratelimit_proxy does not support",
+                  kClusterName, option),
+           errdetail("ratelimit_proxy routes a limit to partition hash & (N - 1) of options p0 .. pN-1, "
+                     "in its SQL functions as in its C calls."),
+           errhint("Name the partitions p0, p1, ... (a power of 2 of them), without modular_mapping.")));
 }
 
 [[noreturn]] void RaiseBadCluster(const char* why) {
@@ -131,7 +144,9 @@ void Read() {
   foreach (cell, server->options) {
     auto* option = static_cast<DefElem*>(lfirst(cell));
     int number;
-    if (PartitionNumber(option->defname, &number)) {
+    if (PartitionNumber(option->defname, "partition_", &number)) {
+      RaiseUnsupportedCluster(option->defname);
+    } else if (PartitionNumber(option->defname, "p", &number)) {
       if (number >= count || strings[number] != nullptr) RaiseBadCluster("a number is missing or repeated");
       const char* given = defGetString(option);
       StringInfoData connect;
@@ -141,7 +156,7 @@ void Read() {
       strings[number] = connect.data;
       ++partitions;
     } else if (pg_strcasecmp(option->defname, "modular_mapping") == 0) {
-      next.modular_mapping = IntegerOption(option) != 0;
+      if (IntegerOption(option) != 0) RaiseUnsupportedCluster(option->defname);
     } else if (pg_strcasecmp(option->defname, "connection_lifetime") == 0) {
       next.connection_lifetime = IntegerOption(option);
     } else if (pg_strcasecmp(option->defname, "query_timeout") == 0) {
@@ -151,8 +166,7 @@ void Read() {
   for (int i = 0; i < partitions; ++i)
     if (strings[i] == nullptr) RaiseBadCluster("a number is missing or repeated");
   if (partitions == 0) RaiseBadCluster("there are none");
-  if (!next.modular_mapping && (partitions & (partitions - 1)) != 0)
-    RaiseBadCluster("their number is not a power of 2");
+  if ((partitions & (partitions - 1)) != 0) RaiseBadCluster("their number is not a power of 2");
   MemoryContextSwitchTo(caller);
 
   next.name = kClusterName;
@@ -178,10 +192,7 @@ const RouterCluster& CurrentCluster() {
 }
 
 int PartitionOfHash(const RouterCluster& c, int32 hash) {
-  if (!c.modular_mapping)
-    return static_cast<int>(static_cast<uint32>(hash) & static_cast<uint32>(c.partitions - 1));
-  int64 h = hash;
-  return static_cast<int>((h < 0 ? -h : h) % c.partitions);
+  return static_cast<int>(static_cast<uint32>(hash) & static_cast<uint32>(c.partitions - 1));
 }
 
 }  // namespace ratelimit_pg

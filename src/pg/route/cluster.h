@@ -1,9 +1,10 @@
 // The router's cluster: the partitions of PL/Proxy's SQL/MED cluster
 // "ratelimit" (CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy
 // OPTIONS (p0 '...', p1 '...')) and the connect string of each for the
-// current user, read as PL/Proxy reads them (cluster.c): options pN or
-// partition_N numbered from 0, a power of 2 of them unless modular_mapping,
-// the user mapping's user and password (or user=<current user>) added to a
+// current user, read as PL/Proxy reads them (cluster.c): options pN
+// numbered from 0, a power of 2 of them (PL/Proxy's partition_N names and
+// modular_mapping are refused: the extension's SQL routes by the mask), the
+// user mapping's user and password (or user=<current user>) added to a
 // connect string that names no user, USAGE on the server required.
 //
 // Kept per backend until the server, a user mapping or the wrapper changes
@@ -17,7 +18,6 @@ namespace ratelimit_pg {
 struct RouterCluster {
   const char* name;  // "ratelimit": the server's name, in messages
   int partitions;
-  bool modular_mapping;     // hash mod partitions, not hash & (partitions - 1)
   int connection_lifetime;  // seconds; 0: forever
   int query_timeout;        // seconds; 0: none
   // Each partition's full connect string; equal strings share a connection.
