@@ -5,9 +5,13 @@
  * C VOLATILE PARALLEL UNSAFE, SECURITY INVOKER, the same defaults) that
  * decides nothing: it reads its arguments as ratelimit_limit does (the
  * name, key and config detoasted, count and reserve) and returns a formed
- * ratelimit_result row, (true, NULL, NULL, count, 0). What PostgreSQL itself
- * charges a call of such a function in its own statement and transaction,
- * so that what a grant costs beyond it is the extension's own work.
+ * ratelimit_result row: the row a grant of count tokens from a full bucket
+ * of the benchmark's config (a million tokens a second, a million at most)
+ * answers, (true, NULL, NULL, 1000000 - count, count / 1000000), so that the
+ * client receives the same text, "(t,,,999999,1e-06)", and prints it at the
+ * same cost. What PostgreSQL itself charges a call of such a function in its
+ * own statement and transaction, so that what a grant costs beyond it is
+ * the extension's own work.
  *
  *   CREATE FUNCTION bench_noop_limit(name text, key text DEFAULT NULL,
  *       config jsonb DEFAULT NULL, count double precision DEFAULT 1,
@@ -50,8 +54,8 @@ Datum bench_noop_limit(PG_FUNCTION_ARGS) {
   if (!PG_ARGISNULL(2)) (void)PG_GETARG_JSONB_P(2);
   values[0] = BoolGetDatum(true);
   values[1] = values[2] = (Datum)0;
-  values[3] = Float8GetDatum(count);
-  values[4] = Float8GetDatum(0.0);
+  values[3] = Float8GetDatum(1000000 - count);
+  values[4] = Float8GetDatum(count / 1000000);
   desc = lookup_rowtype_tupdesc(get_fn_expr_rettype(fcinfo->flinfo), -1);
   tuple = heap_form_tuple(desc, values, nulls);
   ReleaseTupleDesc(desc);

@@ -295,10 +295,11 @@ ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
   return answer;
 }
 
-// One call's context: SPI, the extension's schema and the SQL role.
-Oid EnterCallContext(FunctionCallInfo fcinfo) {
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
-  const FunctionFacts& facts = FactsOfFunction(fcinfo->flinfo->fn_oid);
+namespace {
+
+// Sets the call's extension (the one the called function is a member of:
+// 55000 if none) and its SQL role (the function's owner); the previous role.
+Oid SetCallFacts(const FunctionFacts& facts) {
   // The extension's objects are found as its members: a function outside
   // it (a C function someone created on the library) has none.
   if (!OidIsValid(facts.extension))
@@ -312,9 +313,34 @@ Oid EnterCallContext(FunctionCallInfo fcinfo) {
   return SetSqlRole(facts.owner);
 }
 
+}  // namespace
+
+// One call's context: SPI, the extension's schema and the SQL role.
+Oid EnterCallContext(FunctionCallInfo fcinfo) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
+  return SetCallFacts(FactsOfFunction(fcinfo->flinfo->fn_oid));
+}
+
 void LeaveCallContext(Oid previous_sql_role) {
   SetSqlRole(previous_sql_role);
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
+}
+
+CallContext EnterCallContextDeferred(FunctionCallInfo fcinfo) {
+  CallContext context{};
+  // Facts not known yet are read from the catalog: connected first.
+  const FunctionFacts* facts = KnownFactsOfFunction(fcinfo->flinfo->fn_oid);
+  if (facts == nullptr) {
+    NeedSpi(&context.spi);
+    facts = &FactsOfFunction(fcinfo->flinfo->fn_oid);
+  }
+  context.previous_sql_role = SetCallFacts(*facts);
+  return context;
+}
+
+void LeaveCallContext(CallContext* context) {
+  SetSqlRole(context->previous_sql_role);
+  FinishSpi(&context->spi);
 }
 
 }  // namespace ratelimit_pg

@@ -117,13 +117,14 @@ void ApplyStorageRules(LimitConfig* config) {
   if (!StorageFor(*config).keeps_shards) config->shards = 1;
 }
 
-void InlineConfig(Jsonb* config, LimitConfig* out) {
+void InlineConfig(Jsonb* config, LimitConfig* out, SpiConnection* spi) {
   const char* bytes = VARDATA_ANY(config);
   int len = VARSIZE_ANY_EXHDR(config);
   if (const LimitConfig* cached = Find(EntryKind::kInline, bytes, len, 0)) {
     *out = *cached;
     return;
   }
+  NeedSpi(spi);
   ParseConfigJsonb(config, out);  // raises on a bad config: nothing is cached
   Remember(EntryKind::kInline, bytes, len, 0, *out);
 }
@@ -131,13 +132,14 @@ void InlineConfig(Jsonb* config, LimitConfig* out) {
 namespace {
 
 // A name's definition, cached until the definitions generation moves.
-bool NamedConfig(const LimitId& id, LimitConfig* out) {
+bool NamedConfig(const LimitId& id, LimitConfig* out, SpiConnection* spi = nullptr) {
   // Read before the lookup: a change during it makes the entry miss next time.
   uint64 generation = DefinitionsGeneration();
   if (const CacheEntry* cached = FindEntry(EntryKind::kNamed, id.name, id.name_len, generation)) {
     if (cached->defined) *out = cached->config;
     return cached->defined;
   }
+  NeedSpi(spi);
   LimitConfig config{};
   bool defined = LookupDefinedConfig(id.name_text, &config);
   // An undefined name is remembered too: inline calls ask on every call.
@@ -165,14 +167,14 @@ void LockConfigTables() {
 // One resolution of the call's config from the caches, each read again from
 // its table (under that table's lock, config_rows.cpp) where its generation
 // moved.
-void ResolveFromCaches(LimitCall* call) {
+void ResolveFromCaches(LimitCall* call, SpiConnection* spi) {
   LimitConfig defined;
-  bool has_definition = NamedConfig(call->id, &defined);
+  bool has_definition = NamedConfig(call->id, &defined, spi);
   LimitConfig overridden;
-  bool has_override = LookupOverride(call->id, &overridden);
+  bool has_override = LookupOverride(call->id, &overridden, spi);
   if (call->inline_config != nullptr) {
     LimitConfig given;
-    InlineConfig(call->inline_config, &given);
+    InlineConfig(call->inline_config, &given, spi);
     // A defined name's inline config must be a limit the owner set for it:
     // the definition, or this key's override (which is the one applied).
     if (has_definition && !ratelimit::SameLimit(given, defined) &&
@@ -250,13 +252,20 @@ bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
 //    the transaction's end, as a SELECT on the tables would: taken after the
 //    lock-free resolution, which is done again if taking them accepted a
 //    change (lock, then look, as before).
-void ResolveConfig(LimitCall* call) {
+//
+// A call not connected to SPI yet (spi) connects before the catalog is read
+// (the config tables not known since an invalidation), before a table is
+// read or a config parsed (a cache's miss), and before the locks of a
+// storage whose steps run SQL.
+void ResolveConfig(LimitCall* call, SpiConnection* spi) {
   AcceptInvalidationMessages();
   bool locked = false;
   for (;;) {
+    if (!ConfigTablesKnown()) NeedSpi(spi);
     call->generation = ConfigGeneration();
-    ResolveFromCaches(call);
+    ResolveFromCaches(call, spi);
     if (!locked && StorageFor(call->config).locks_config_tables) {
+      NeedSpi(spi);
       LockConfigTables();
       locked = true;
     }
@@ -264,8 +273,8 @@ void ResolveConfig(LimitCall* call) {
   }
 }
 
-void CompleteLimitCall(LimitCall* call) {
-  ResolveConfig(call);
+void CompleteLimitCall(LimitCall* call, SpiConnection* spi) {
+  ResolveConfig(call, spi);
   const LimitConfig& config = call->config;
   const Request& request = call->request;
   RaiseIfInvalid(ratelimit::ValidateRequestForm(config, request));

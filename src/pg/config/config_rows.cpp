@@ -174,10 +174,13 @@ void RememberKey(const LimitId& id, uint64 current, bool has_override, const Lim
 
 }  // namespace
 
-bool LookupOverride(const LimitId& id, LimitConfig* out) {
+bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi) {
   if (id.key_text == nullptr || !OidIsValid(OverrideTableOid())) return false;
   uint64 current = OverridesGeneration();
-  if (names.generation != current) LoadNames(current);
+  if (names.generation != current) {
+    NeedSpi(spi);
+    LoadNames(current);
+  }
   if (!names.all &&
       (!InSet(id.name, id.name_len, nullptr, 0) || !InSet(id.name, id.name_len, id.key, id.key_len)))
     return false;
@@ -186,6 +189,7 @@ bool LookupOverride(const LimitId& id, LimitConfig* out) {
     if (slot.has_override) *out = slot.config;
     return slot.has_override;
   }
+  NeedSpi(spi);
   Jsonb* stored = ReadOverrideConfig(id.name_text, id.key_text);
   LimitConfig config{};
   if (stored != nullptr) ParseConfigJsonb(stored, &config);
