@@ -13,6 +13,8 @@
 #   FLOOR_REDIS="none aof"                           Redis runs: no persistence, AOF everysec
 #                                                    ("" for none)
 #   FLOOR_SO=./ratelimit.so                          the library (default: the installed one)
+#   FLOOR_BASELINE_SO=/path/old/ratelimit.so         also an older build's memory grants, with the
+#                                                    first durability setting, in the same cells
 #   BENCH_NICE=-10 BENCH_HALT_POLL_NS=200000         as bench/run.sh (need root)
 #
 # One preloaded cluster (shared_buffers = 256MB, memory_max_keys = 200000,
@@ -23,7 +25,10 @@
 # -M prepared -j 2 -T FLOOR_SECONDS runs every workload: with the first
 # setting SELECT 1 (w01), the no-op as the row and as .ok (w06n, w06o) and
 # the memory grant as the row and as .ok (w06a, w06e); with the others the
-# two memory workloads only. Then the Redis runs of that cell (r6a's
+# two memory workloads only; with FLOOR_BASELINE_SO, the server then
+# restarts once more on that library (the pinned file swapped, as
+# bench/builds.sh swaps it) with the first setting, and the two memory
+# workloads run on it ("base-<setting>"). Then the Redis runs of that cell (r6a's
 # random keys; each Redis server fresh for its run). So every ratio below
 # compares runs of one cell made minutes apart at most. For each memory
 # run pg_stat_wal's wal_bytes and wal_records before and after (after the
@@ -44,6 +49,7 @@ FLOOR_CELLS=${FLOOR_CELLS:-"8:on 8:off 32:on 32:off"}
 FLOOR_DURABILITY=${FLOOR_DURABILITY:-"off wal"}
 FLOOR_REDIS=${FLOOR_REDIS-"none aof"}
 FLOOR_SO=${FLOOR_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
+FLOOR_BASELINE_SO=${FLOOR_BASELINE_SO:-}
 BENCH_NICE=${BENCH_NICE:-}
 BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-}
 HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
@@ -52,6 +58,8 @@ FIRST_WORKLOADS="w01_select1 w06n_noop_random w06o_noop_ok_random w06a_memory_ra
 OTHER_WORKLOADS="w06a_memory_random w06e_memory_ok_random"
 
 [ -f "$FLOOR_SO" ] || { echo "FLOOR_SO: no such file: $FLOOR_SO" >&2; exit 2; }
+[ -z "$FLOOR_BASELINE_SO" ] || [ -f "$FLOOR_BASELINE_SO" ] ||
+  { echo "FLOOR_BASELINE_SO: no such file: $FLOOR_BASELINE_SO" >&2; exit 2; }
 [[ $FLOOR_ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "FLOOR_ROUNDS: not a positive number: $FLOOR_ROUNDS" >&2; exit 2; }
 [[ $FLOOR_SECONDS =~ ^[1-9][0-9]*$ ]] || { echo "FLOOR_SECONDS: not a positive number: $FLOOR_SECONDS" >&2; exit 2; }
 for cell in $FLOOR_CELLS; do
@@ -62,6 +70,11 @@ for d in $FLOOR_DURABILITY; do
 done
 read -r -a DURABILITIES <<<"$FLOOR_DURABILITY"
 [ ${#DURABILITIES[@]} -gt 0 ] || { echo "FLOOR_DURABILITY: none given" >&2; exit 2; }
+# What runs in a cell, in order: "label durability library" (the first
+# runs every workload, the others the memory ones).
+VARIANTS=()
+for d in "${DURABILITIES[@]}"; do VARIANTS+=("$d $d new"); done
+[ -z "$FLOOR_BASELINE_SO" ] || VARIANTS+=("base-${DURABILITIES[0]} ${DURABILITIES[0]} base")
 for r in $FLOOR_REDIS; do
   [[ $r =~ ^(none|aof)$ ]] || { echo "FLOOR_REDIS: none or aof, not: $r" >&2; exit 2; }
 done
@@ -83,18 +96,28 @@ fi
 MEMORY_CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "storage": "memory"}'
 start_cluster -c shared_buffers=256MB -c max_connections=100 >/dev/null
 PINNED_SO=$CLUSTER_DIR/lib/ratelimit.so
-copy_stable_library "$FLOOR_SO" "$PINNED_SO"
+copy_stable_library "$FLOOR_SO" "$WORK_DIR/new.so"
+[ -z "$FLOOR_BASELINE_SO" ] || copy_stable_library "$FLOOR_BASELINE_SO" "$WORK_DIR/base.so"
+mkdir -p "$(dirname "$PINNED_SO")"
+cp "$WORK_DIR/new.so" "$PINNED_SO"
+chmod 755 "$(dirname "$PINNED_SO")" "$PINNED_SO"
 create_pinned_extension postgres "$PINNED_SO"
 create_noop_function postgres
 BASE_OPTS="$(cat "$CLUSTER_DIR/server.opts") -c shared_preload_libraries=$PINNED_SO \
 -c dynamic_library_path=$(dirname "$PINNED_SO"):$("$PG_BINDIR/pg_config" --pkglibdir) -c ratelimit.memory_max_keys=200000"
-so_md5=$(md5sum < "$PINNED_SO" | cut -c1-12)
-echo "== throwaway cluster in $CLUSTER_DIR; library $FLOOR_SO (md5 $so_md5…)"
+so_md5=$(md5sum < "$WORK_DIR/new.so" | cut -c1-12)
+base_md5=""
+[ -z "$FLOOR_BASELINE_SO" ] || base_md5=$(md5sum < "$WORK_DIR/base.so" | cut -c1-12)
+echo "== throwaway cluster in $CLUSTER_DIR; library $FLOOR_SO (md5 $so_md5…)${base_md5:+, baseline $FLOOR_BASELINE_SO (md5 $base_md5…)}"
 
-# Runs the server with ratelimit.memory_durability = $1 and gives the memory
-# limit its 100,000 keys (a write waits until the worker logged every entry).
+# Runs the server on library $2 (new or base) with
+# ratelimit.memory_durability = $1 and gives the memory limit its 100,000
+# keys (a write waits until the worker logged every entry). The saved state
+# is removed: one build never reads the other's.
 restart_with() {
   as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null
+  cp "$WORK_DIR/$2.so" "$PINNED_SO"
+  rm -f "$CLUSTER_DIR/data/ratelimit_memory.state" "$CLUSTER_DIR/data/ratelimit_memory.base"
   echo "$BASE_OPTS -c ratelimit.memory_durability=$1" > "$CLUSTER_DIR/server.opts"
   start_cluster_server
   "${PSQL[@]}" -At -c "SELECT count(*) FILTER (WHERE (ratelimit_limit('m', 'k' || g, '$MEMORY_CFG')).ok)
@@ -149,11 +172,12 @@ started=$(date +%s)
 for round in $(seq "$FLOOR_ROUNDS"); do
   for cell in $FLOOR_CELLS; do
     first=1
-    for d in "${DURABILITIES[@]}"; do
-      restart_with "$d"
+    for variant in "${VARIANTS[@]}"; do
+      read -r label d lib <<<"$variant"
+      restart_with "$d" "$lib"
       workloads=$OTHER_WORKLOADS
       [ "$first" = 0 ] || workloads=$FIRST_WORKLOADS
-      for w in $workloads; do run_pgbench "$w" "$cell" "$d" "$round"; done
+      for w in $workloads; do run_pgbench "$w" "$cell" "$label" "$round"; done
       first=0
     done
     for r in $FLOOR_REDIS; do run_redis "$r" "$cell" "$round"; done
@@ -178,7 +202,7 @@ out=bench/floor-latest.md
   echo "# A memory grant against its floor (bench/floor.sh)"
   echo
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') ($((elapsed / 60)) min); $("$PG_BINDIR/postgres" --version); $(nproc) CPUs; $FLOOR_ROUNDS rounds,"
-  echo "$FLOOR_SECONDS s per run, pgbench -n -M prepared -j 2; library $FLOOR_SO (md5 $so_md5…);"
+  echo "$FLOOR_SECONDS s per run, pgbench -n -M prepared -j 2; library $FLOOR_SO (md5 $so_md5…)${base_md5:+; baseline (base-*) $FLOOR_BASELINE_SO (md5 $base_md5…)};"
   echo "BENCH_NICE=${BENCH_NICE:-unset}, BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-unset}; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "Calls per second, median of the rounds (durability: ratelimit.memory_durability of the server it ran on):"
@@ -186,7 +210,8 @@ out=bench/floor-latest.md
   echo "| workload | durability |$(for c in $FLOOR_CELLS; do printf ' %s clients, sync %s |' "${c%%:*}" "${c##*:}"; done)"
   echo "|---|---|$(for _ in $FLOOR_CELLS; do printf -- '---:|'; done)"
   for w in $FIRST_WORKLOADS; do
-    for d in "${DURABILITIES[@]}"; do
+    for variant in "${VARIANTS[@]}"; do
+      read -r d _ <<<"$variant"
       [ "$d" = "$d0" ] || [[ " $OTHER_WORKLOADS " == *" $w "* ]] || continue
       printf '| %s | %s |' "$w" "$d"
       for c in $FLOOR_CELLS; do
@@ -221,6 +246,12 @@ out=bench/floor-latest.md
     row "memory grant, $d ÷ $d0, the row" "≥ 0.9" "w06a_memory_random CELL $d" "w06a_memory_random CELL $d0"
     row "memory grant, $d ÷ $d0, \`.ok\`" "≥ 0.9" "w06e_memory_ok_random CELL $d" "w06e_memory_ok_random CELL $d0"
   done
+  if [ -n "$FLOOR_BASELINE_SO" ]; then
+    row "baseline memory grant ($d0) ÷ no-op, the row" "–" "w06a_memory_random CELL base-$d0" "w06n_noop_random CELL $d0"
+    row "baseline memory grant ($d0) ÷ no-op, \`.ok\`" "–" "w06e_memory_ok_random CELL base-$d0" "w06o_noop_ok_random CELL $d0"
+    row "memory grant ($d0), this build ÷ baseline, the row" "–" "w06a_memory_random CELL $d0" "w06a_memory_random CELL base-$d0"
+    row "memory grant ($d0), this build ÷ baseline, \`.ok\`" "–" "w06e_memory_ok_random CELL $d0" "w06e_memory_ok_random CELL base-$d0"
+  fi
   for r in $FLOOR_REDIS; do
     for d in "${DURABILITIES[@]}"; do
       row "memory grant ($d) ÷ Redis ($r), the row" "$([ "$r" = aof ] && [ "$d" = wal ] && echo '≥ 1.2' || echo '–')" \
@@ -235,7 +266,8 @@ out=bench/floor-latest.md
   echo "| workload | durability |$(for c in $FLOOR_CELLS; do printf ' %s, %s |' "${c%%:*}" "${c##*:}"; done)"
   echo "|---|---|$(for _ in $FLOOR_CELLS; do printf -- '---|'; done)"
   for w in $OTHER_WORKLOADS; do
-    for d in "${DURABILITIES[@]}"; do
+    for variant in "${VARIANTS[@]}"; do
+      read -r d _ <<<"$variant"
       printf '| %s | %s |' "$w" "$d"
       for c in $FLOOR_CELLS; do
         per=""; recs=""; rate=""
