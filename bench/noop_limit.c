@@ -48,7 +48,8 @@ Datum bench_noop_limit(PG_FUNCTION_ARGS) {
   HeapTuple tuple;
   double count = PG_ARGISNULL(3) ? 1 : PG_GETARG_FLOAT8(3);
 
-  if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("name must not be null")));
+  if (PG_ARGISNULL(0))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("name must not be null")));
   (void)PG_GETARG_TEXT_PP(0);
   if (!PG_ARGISNULL(1)) (void)PG_GETARG_TEXT_PP(1);
   if (!PG_ARGISNULL(2)) (void)PG_GETARG_JSONB_P(2);

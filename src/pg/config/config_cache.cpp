@@ -343,8 +343,8 @@ void ResolveConfig(LimitCall* call, SpiConnection* spi) { (void)ResolveConfigAlo
 
 void CompleteLimitCall(LimitCall* call, SpiConnection* spi) {
   ValidateCallRequestOf(call, ResolveConfigAlone(call, spi));
-  call->origin = ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key,
-                                         call->id.key_len);
+  call->origin =
+      ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
 }
 
 bool RefreshConfig(LimitCall* call) {
