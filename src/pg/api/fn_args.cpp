@@ -95,6 +95,7 @@ Datum RequiredResultField(const Datum* fields, const bool* nulls, int field, con
 struct ResultShape {
   int natts;
   int field_att[kDecisionColumns];
+  bool installed;  // the installed shape: the five fields are the columns, in order
 };
 
 // Maps a descriptor of ratelimit_result's shape: five live columns of the
@@ -109,6 +110,7 @@ bool MapResultShape(TupleDesc desc, ResultShape* shape) {
     shape->field_att[live++] = i;
   }
   shape->natts = desc->natts;
+  shape->installed = desc->natts == kDecisionColumns;
   return live == kDecisionColumns;
 }
 
@@ -117,6 +119,7 @@ HeapTuple DecisionTuple(TupleDesc desc, const ResultShape& shape, const Decision
   Datum encoded[kDecisionColumns];
   bool encoded_nulls[kDecisionColumns];
   EncodeDecision(decision, encoded, encoded_nulls);
+  if (shape.installed) return heap_form_tuple(desc, encoded, encoded_nulls);
   // On the stack for the installed shape and a few columns more.
   Datum values_here[kDecisionColumns * 2];
   bool nulls_here[kDecisionColumns * 2];
