@@ -16,6 +16,9 @@
 #   FLOOR_BASELINE_SO=/path/old/ratelimit.so         also an older build's memory grants, with the
 #                                                    first durability setting, in the same cells
 #   BENCH_NICE=-10 BENCH_HALT_POLL_NS=200000         as bench/run.sh (need root)
+#   FLOOR_HUGE_PAGES=220                             reserve this many more huge pages
+#                                                    (vm.nr_hugepages, restored at exit; needs root)
+#                                                    and run the server with huge_pages = on
 #
 # One preloaded cluster (shared_buffers = 256MB, memory_max_keys = 200000,
 # the pinned library as bench/lib.sh pins it, bench_noop_limit created by
@@ -51,6 +54,9 @@ FLOOR_REDIS=${FLOOR_REDIS-"none aof"}
 FLOOR_SO=${FLOOR_SO:-"$("$PG_BINDIR/pg_config" --pkglibdir)/ratelimit.so"}
 FLOOR_BASELINE_SO=${FLOOR_BASELINE_SO:-}
 BENCH_NICE=${BENCH_NICE:-}
+FLOOR_HUGE_PAGES=${FLOOR_HUGE_PAGES:-}
+HUGE_PAGES_FILE=/proc/sys/vm/nr_hugepages
+HUGE_PAGES_SAVED=""
 BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-}
 HALT_POLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 HALT_POLL_SAVED=""
@@ -83,7 +89,8 @@ PSQL=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
 source bench/lib.sh
 source bench/redis.sh
 work_dir_removed_on_exit floor
-trap 'stop_redis; stop_cluster; [ -z "$HALT_POLL_SAVED" ] || echo "$HALT_POLL_SAVED" > "$HALT_POLL_FILE"; rm -rf "$WORK_DIR"' EXIT
+trap 'stop_redis; stop_cluster; [ -z "$HALT_POLL_SAVED" ] || echo "$HALT_POLL_SAVED" > "$HALT_POLL_FILE";
+      [ -z "$HUGE_PAGES_SAVED" ] || echo "$HUGE_PAGES_SAVED" > "$HUGE_PAGES_FILE"; rm -rf "$WORK_DIR"' EXIT
 
 if [ -n "$BENCH_HALT_POLL_NS" ]; then
   [ -w "$HALT_POLL_FILE" ] || { echo "BENCH_HALT_POLL_NS: $HALT_POLL_FILE is not writable" >&2; exit 2; }
@@ -91,10 +98,18 @@ if [ -n "$BENCH_HALT_POLL_NS" ]; then
   echo "$BENCH_HALT_POLL_NS" > "$HALT_POLL_FILE"
 fi
 [ -z "$BENCH_NICE" ] || renice -n "$BENCH_NICE" -p $$ >/dev/null   # inherited by the cluster, pgbench, Redis
+HUGE_SETTINGS=()
+if [ -n "$FLOOR_HUGE_PAGES" ]; then
+  [[ $FLOOR_HUGE_PAGES =~ ^[1-9][0-9]*$ ]] || { echo "FLOOR_HUGE_PAGES: not a positive number: $FLOOR_HUGE_PAGES" >&2; exit 2; }
+  [ -w "$HUGE_PAGES_FILE" ] || { echo "FLOOR_HUGE_PAGES: $HUGE_PAGES_FILE is not writable (root only)" >&2; exit 2; }
+  HUGE_PAGES_SAVED=$(cat "$HUGE_PAGES_FILE")
+  echo $((HUGE_PAGES_SAVED + FLOOR_HUGE_PAGES)) > "$HUGE_PAGES_FILE"
+  HUGE_SETTINGS=(-c huge_pages=on)
+fi
 [ -z "$FLOOR_REDIS" ] || ensure_redis
 
 MEMORY_CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "storage": "memory"}'
-start_cluster -c shared_buffers=256MB -c max_connections=100 >/dev/null
+start_cluster -c shared_buffers=256MB -c max_connections=100 "${HUGE_SETTINGS[@]}" >/dev/null
 PINNED_SO=$CLUSTER_DIR/lib/ratelimit.so
 copy_stable_library "$FLOOR_SO" "$WORK_DIR/new.so"
 [ -z "$FLOOR_BASELINE_SO" ] || copy_stable_library "$FLOOR_BASELINE_SO" "$WORK_DIR/base.so"
@@ -203,7 +218,7 @@ out=bench/floor-latest.md
   echo
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') ($((elapsed / 60)) min); $("$PG_BINDIR/postgres" --version); $(nproc) CPUs; $FLOOR_ROUNDS rounds,"
   echo "$FLOOR_SECONDS s per run, pgbench -n -M prepared -j 2; library $FLOOR_SO (md5 $so_md5…)${base_md5:+; baseline (base-*) $FLOOR_BASELINE_SO (md5 $base_md5…)};"
-  echo "BENCH_NICE=${BENCH_NICE:-unset}, BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-unset}; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "BENCH_NICE=${BENCH_NICE:-unset}, BENCH_HALT_POLL_NS=${BENCH_HALT_POLL_NS:-unset}, huge_pages = $([ -n "$FLOOR_HUGE_PAGES" ] && echo "on ($FLOOR_HUGE_PAGES pages reserved)" || echo "try (the default; no huge pages reserved: 4 kB pages)"); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "Calls per second, median of the rounds (durability: ratelimit.memory_durability of the server it ran on):"
   echo
