@@ -117,8 +117,10 @@ measure() {
   ROWS+=("$(awk -v d="$d" -v n="$DECISIONS" -v tps="$tps" -v secs="$(echo "$t1 - $t0" | bc)" \
     -v bytes="$((b1 - b0))" -v recs="$((r1 - r0))" -v user="$user" -v sys="$sys" -v el="$elapsed" \
     -v before="$before" -v after="$after" -v rl="${rl_records:-none}" 'BEGIN {
-      rate = (el == "-" || el == 0) ? "-" : sprintf("%.0f", n / el)
-      us = (el == "-") ? "-" : sprintf("%.2f", el * 1e6 / n)
+      # Without records of the extension (off), the redo is of other WAL: no rate per decision.
+      none = (el == "-" || el == 0 || rl == "none")
+      rate = none ? "-" : sprintf("%.0f", n / el)
+      us = none ? "-" : sprintf("%.2f", el * 1e6 / n)
       ratio = (rate == "-") ? "-" : sprintf("%.1f×", rate / tps)
       printf "| %s | %d | %d | %.1f | %.2f | %s | %s / %s / %s | %s | %s | %s | %s → %s |",
         d, n, tps, bytes / n, recs / n, rl, el, user, sys, rate, us, ratio, before, after
