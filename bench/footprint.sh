@@ -148,7 +148,9 @@ for n in $FOOTPRINT_KEYS; do
   fi
   echo "== $n keys: ratelimit.memory_max_keys = $n (the server reserves $need_mb MB in all; MemAvailable $avail_mb MB) (at $(since))"
   echo "$BASE_OPTS $preload" > "$CLUSTER_DIR/server.opts"
-  rm -f "$CLUSTER_DIR/data/ratelimit_memory.state"   # the last N's entries: never read back
+  # The last N's entries are never read back: neither from the state file
+  # (memory_durability = off) nor from the base file (= wal, the default).
+  rm -f "$CLUSTER_DIR/data/ratelimit_memory.state" "$CLUSTER_DIR/data/ratelimit_memory.base"
   start_cluster_server
   read -r ext other < <(shmem_allocation_bytes)
   segment=$(segment_bytes)
@@ -165,7 +167,7 @@ for n in $FOOTPRINT_KEYS; do
   [ "$ext_after" = "$ext" ] || fail "$n keys: the extension's allocations changed with the fill: $ext -> $ext_after bytes"
   check_server_log_for_crashes || failed=1
   as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null
-  rm -f "$CLUSTER_DIR/data/ratelimit_memory.state"
+  rm -f "$CLUSTER_DIR/data/ratelimit_memory.state" "$CLUSTER_DIR/data/ratelimit_memory.base"
   echo "   the extension's rows: $ext bytes ($(mib "$ext") MiB), $(per_key "$ext" "$n") bytes per key; the segment grew by $((segment - plain_segment)) bytes; $granted granted in ${fill_s}s, one more: $one_more"
 
   # Redis: the same keys, one bucket call each.

@@ -74,3 +74,28 @@ work_dir_removed_on_exit() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }
+
+# Builds bench/noop_limit.c (the no-op comparator with ratelimit_limit's
+# signature, issue 38) with the server's pg_config flags into the cluster
+# directory, once, and creates it in database $1 as bench_noop_limit(name,
+# key, config, count, reserve, throws) RETURNS ratelimit_result, declared as
+# ratelimit_limit is (the extension must exist there). Never installed.
+create_noop_function() {
+  local db=$1 so=$CLUSTER_DIR/noop/noop_limit.so cc cflags
+  if [ ! -f "$so" ]; then
+    mkdir -p "$(dirname "$so")"
+    chmod 755 "$(dirname "$so")"
+    cc=$("$PG_BINDIR/pg_config" --cc)
+    cflags="$("$PG_BINDIR/pg_config" --cflags) $("$PG_BINDIR/pg_config" --cflags_sl)"
+    # shellcheck disable=SC2086  # the compiler and its flags are words
+    $cc $cflags -Wextra -Werror -shared -isystem "$("$PG_BINDIR/pg_config" --includedir-server)" \
+      -o "$so" bench/noop_limit.c || { echo "FAIL: bench/noop_limit.c did not build" >&2; return 1; }
+    chmod 755 "$so"
+  fi
+  "${PSQL[@]}" -d "$db" -c "CREATE FUNCTION bench_noop_limit(name text, key text DEFAULT NULL,
+      config jsonb DEFAULT NULL, count double precision DEFAULT 1, reserve boolean DEFAULT false,
+      throws boolean DEFAULT false) RETURNS ratelimit_result AS '$so', 'bench_noop_limit'
+      LANGUAGE C VOLATILE PARALLEL UNSAFE" \
+    -c "COMMENT ON FUNCTION bench_noop_limit(text, text, jsonb, double precision, boolean, boolean) IS
+      'bench/noop_limit.c: ratelimit_limit''s signature, no decision, a formed ratelimit_result row'" >/dev/null
+}

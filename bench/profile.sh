@@ -15,6 +15,9 @@
 #                                        second database (bench_base) whose functions load
 #                                        this library, and the table adds its count and
 #                                        this build / baseline
+#   PROFILE_MEMORY_DURABILITY=off bench/profile.sh
+#                                        the preloaded server's ratelimit.memory_durability
+#                                        (default: the library's own default, wal)
 #
 # Prints the table and writes it, with the command and the libraries' md5s,
 # to bench/profile-latest.md.
@@ -36,7 +39,12 @@
 # 100,000) and on 50 keys whose rows exist.
 # w06a_memory_random and w06b_memory_hot (issue 19) are grants of a limit
 # with "storage": "memory", over 100,000 keys (made before the counts) and on
-# one key. With either in the list, the server preloads the pinned library
+# one key; w06e_memory_ok_random the same grant as `.ok`. w06n_noop_random
+# and w06o_noop_ok_random (issue 38) call bench/noop_limit.c, a no-op with
+# ratelimit_limit's signature returning a formed ratelimit_result row (built
+# and created in each database by bench/lib.sh's create_noop_function), as
+# the row and as `.ok`: the floor a memory grant is measured against. With
+# any w06 workload in the list, the server preloads the pinned library
 # (shared_preload_libraries, ratelimit.memory_max_keys = 200000), so every
 # workload of that run is counted on the preloaded server (ratelimit_stats
 # counts the table grants too). With PROFILE_BASELINE_SO as well, one server
@@ -53,6 +61,7 @@ PROFILE_WORKLOADS_GIVEN=${PROFILE_WORKLOADS:+1}
 PROFILE_WORKLOADS=${PROFILE_WORKLOADS:-"w01_select1 w02_update_random w04a_plpgsql_random w04c_lean_random w04e_lean_plpgsql_random w05a_inline_random w05c_named_random w05e_check_random w05f_refused_random p05h_check_refused_random p05i_new_key_inline w06a_memory_random w06b_memory_hot"}
 PROFILE_SO=${PROFILE_SO:-}
 PROFILE_BASELINE_SO=${PROFILE_BASELINE_SO:-}
+PROFILE_MEMORY_DURABILITY=${PROFILE_MEMORY_DURABILITY:-}
 SMALL=500
 LARGE=2500
 OUT_MD=bench/profile-latest.md
@@ -66,6 +75,12 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 
 MEMORY=0
 [[ " $PROFILE_WORKLOADS " != *" w06"* ]] || MEMORY=1
+NOOP=0
+[[ " $PROFILE_WORKLOADS " != *" w06n"* && " $PROFILE_WORKLOADS " != *" w06o"* ]] || NOOP=1
+case "$PROFILE_MEMORY_DURABILITY" in
+  ""|off|wal) ;;
+  *) echo "PROFILE_MEMORY_DURABILITY: off or wal, not: $PROFILE_MEMORY_DURABILITY" >&2; exit 2 ;;
+esac
 MEMORY_CFG='{"kind": "token bucket", "rate": 1000000, "period": 1000, "capacity": 1000000, "storage": "memory"}'
 
 SERVER_SETTINGS=(-c shared_buffers=256MB -c synchronous_commit=off -c autovacuum=off)
@@ -94,6 +109,7 @@ PINNED_SO=$CLUSTER_DIR/ratelimit.so
 copy_stable_library "$SO_FILE" "$PINNED_SO"
 create_pinned_extension "$DB" "$PINNED_SO"
 "${PSQL[@]}" -d "$DB" -f bench/setup.sql >/dev/null
+[ "$NOOP" -eq 0 ] || create_noop_function "$DB"
 "${PSQL[@]}" -d "$DB" -c 'VACUUM ANALYZE'
 libraries="this build: $SO_FILE (md5 $(md5sum "$PINNED_SO" | cut -c1-12)…)"
 if [ -n "$PROFILE_BASELINE_SO" ]; then
@@ -102,6 +118,7 @@ if [ -n "$PROFILE_BASELINE_SO" ]; then
   "${PSQL[@]}" -d postgres -c "CREATE DATABASE $BASE_DB"
   create_pinned_extension "$BASE_DB" "$BASE_PINNED_SO"
   "${PSQL[@]}" -d "$BASE_DB" -f bench/setup.sql >/dev/null
+  [ "$NOOP" -eq 0 ] || create_noop_function "$BASE_DB"
   "${PSQL[@]}" -d "$BASE_DB" -c 'VACUUM ANALYZE'
   libraries="$libraries; baseline build: $PROFILE_BASELINE_SO (md5 $(md5sum "$BASE_PINNED_SO" | cut -c1-12)…)"
 fi
@@ -112,10 +129,11 @@ fi
 BASE_OPTS=$(cat "$CLUSTER_DIR/server.opts")
 preload_options() {
   printf '%s %s\n' "$BASE_OPTS" "-c shared_preload_libraries=$1 \
--c dynamic_library_path=$(dirname "$1"):$("$PG_BINDIR/pg_config" --pkglibdir) -c ratelimit.memory_max_keys=200000"
+-c dynamic_library_path=$(dirname "$1"):$("$PG_BINDIR/pg_config" --pkglibdir) -c ratelimit.memory_max_keys=200000\
+${PROFILE_MEMORY_DURABILITY:+ -c ratelimit.memory_durability=$PROFILE_MEMORY_DURABILITY}"
 }
 if [ "$MEMORY" -eq 1 ]; then
-  libraries="$libraries, each preloaded in its own count (shared_preload_libraries, ratelimit.memory_max_keys = 200000)"
+  libraries="$libraries, each preloaded in its own count (shared_preload_libraries, ratelimit.memory_max_keys = 200000${PROFILE_MEMORY_DURABILITY:+, ratelimit.memory_durability = $PROFILE_MEMORY_DURABILITY})"
 fi
 as_cluster_user "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -w stop >/dev/null
 mkdir -p "$OUT_DIR"
@@ -200,6 +218,7 @@ command="bench/profile.sh"
 [ -z "$PROFILE_WORKLOADS_GIVEN" ] || command="PROFILE_WORKLOADS=\"$PROFILE_WORKLOADS\" $command"
 [ -z "$PROFILE_SO" ] || command="PROFILE_SO=$PROFILE_SO $command"
 [ -z "$PROFILE_BASELINE_SO" ] || command="PROFILE_BASELINE_SO=$PROFILE_BASELINE_SO $command"
+[ -z "$PROFILE_MEMORY_DURABILITY" ] || command="PROFILE_MEMORY_DURABILITY=$PROFILE_MEMORY_DURABILITY $command"
 {
   echo "# Instructions per transaction (bench/profile.sh)"
   echo

@@ -51,11 +51,20 @@ ensure_redis() {
 redis_cli() { redis-cli -s "$REDIS_DIR/redis.sock" "$@"; }
 
 # Starts a private redis-server in a new temp dir and loads the Lua bucket
-# (REDIS_SHA). The caller's trap must call stop_redis.
+# (REDIS_SHA). The caller's trap must call stop_redis. REDIS_PERSISTENCE:
+# none (the default: no RDB snapshot, no AOF) or aof (appendonly yes,
+# appendfsync everysec: every write in the append-only file, fsynced once a
+# second, Redis's durability that at most a second is lost; bench/floor.sh).
 start_redis() {
+  local persistence=(--appendonly no)
+  case "${REDIS_PERSISTENCE:-none}" in
+    none) ;;
+    aof) persistence=(--appendonly yes --appendfsync everysec) ;;
+    *) echo "REDIS_PERSISTENCE: none or aof, not: $REDIS_PERSISTENCE" >&2; return 2 ;;
+  esac
   REDIS_DIR=$(mktemp -d /tmp/ratelimit-redis.XXXXXX)
   redis-server --port 0 --unixsocket "$REDIS_DIR/redis.sock" --unixsocketperm 700 \
-    --dir "$REDIS_DIR" --save '' --appendonly no --daemonize no --logfile "$REDIS_DIR/redis.log" &
+    --dir "$REDIS_DIR" --save '' "${persistence[@]}" --daemonize no --logfile "$REDIS_DIR/redis.log" &
   REDIS_PID=$!
   local _
   for _ in $(seq 100); do
@@ -67,7 +76,9 @@ start_redis() {
   [[ $REDIS_SHA =~ ^[0-9a-f]{40}$ ]] || { echo "SCRIPT LOAD failed: $REDIS_SHA" >&2; return 1; }
   redis_check_bucket
   REDIS_VERSION=$(redis-server --version | grep -o 'v=[^ ]*' | cut -c3-)
-  echo "== redis-server $REDIS_VERSION running in $REDIS_DIR (pid $REDIS_PID), script $REDIS_SHA"
+  [ "$(redis_cli config get appendonly | tail -1)" = "$([ "${REDIS_PERSISTENCE:-none}" = aof ] && echo yes || echo no)" ] ||
+    { echo "redis-server: appendonly is not what REDIS_PERSISTENCE=${REDIS_PERSISTENCE:-none} asks" >&2; return 1; }
+  echo "== redis-server $REDIS_VERSION running in $REDIS_DIR (pid $REDIS_PID, persistence ${REDIS_PERSISTENCE:-none}), script $REDIS_SHA"
 }
 
 # Fails unless the bucket grants from a full bucket and refuses an empty one.

@@ -27,6 +27,14 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket",
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "fixed window", "rate": 10, "period": 60000, "capacity": 12}', 13) $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 10, "period": 60000}', 11) $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 10, "period": 60000}', 1, reserve => true) $$);
+-- A request found valid for an inline config is checked again when it
+-- changes: a count that fits, then one that never can, then one that fits;
+-- a sliding window without reserve, then with it (22023).
+SELECT ok FROM ratelimit_check('e-again', 'k', '{"kind": "token bucket", "rate": 10, "period": 60000}', 10);
+SELECT pg_temp.try($$ SELECT ratelimit_check('e-again', 'k', '{"kind": "token bucket", "rate": 10, "period": 60000}', 11) $$);
+SELECT ok FROM ratelimit_check('e-again', 'k', '{"kind": "token bucket", "rate": 10, "period": 60000}', 10);
+SELECT ok FROM ratelimit_check('e-again', 'k', '{"kind": "sliding window", "rate": 10, "period": 60000}', 1);
+SELECT pg_temp.try($$ SELECT ratelimit_check('e-again', 'k', '{"kind": "sliding window", "rate": 10, "period": 60000}', 1, reserve => true) $$);
 -- Unbounded reservations still stop at the 100-year horizon.
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": "1 day"}', 1e6, reserve => true) $$);
 

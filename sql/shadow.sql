@@ -34,6 +34,11 @@ SELECT ok, retry_after FROM ratelimit_limit('sh-enforced', 'k');
 SELECT ratelimit_override('sh-enforced', 'k', '{"kind": "token bucket", "rate": 1, "period": "1 minute"}');
 SELECT ok, retry_after FROM ratelimit_limit('sh-enforced', 'k');
 SELECT pg_temp.try($$ SELECT ratelimit_limit('sh-enforced', 'k', throws => true) $$);
+-- A count that can never fit is a shadow refusal, found for each request
+-- of one inline config: fits, never fits, fits.
+SELECT ok, retry_after, remaining FROM ratelimit_check('sh-fits', 'k', '{"kind": "token bucket", "rate": 2, "period": "1 minute", "shadow": true}', count => 1);
+SELECT ok, retry_after, remaining FROM ratelimit_check('sh-fits', 'k', '{"kind": "token bucket", "rate": 2, "period": "1 minute", "shadow": true}', count => 3);
+SELECT ok, retry_after, remaining FROM ratelimit_check('sh-fits', 'k', '{"kind": "token bucket", "rate": 2, "period": "1 minute", "shadow": true}', count => 1);
 -- The field is a boolean: null is absent (false), anything else 22023.
 SELECT pg_temp.try($$ SELECT ratelimit_check('x', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "shadow": 1}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_define('x', '{"kind": "token bucket", "rate": 1, "period": 1000, "shadow": "true"}') $$);

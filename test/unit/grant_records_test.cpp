@@ -62,9 +62,11 @@ class Transaction {
 
   // A grant of `amount` on `key` in subtransaction `sub`. Returns the
   // record it is in.
+  // The record is built in place (Next, AddNext), as the adapter builds it.
   int Grant(std::uint32_t sub, int key, double amount, bool keep = false, int window = 0, int limit = 0) {
     if (list.Full()) Grow();
-    TestRecord r{};
+    TestRecord& r = list.Next();
+    r = TestRecord{};
     r.key = key;
     r.limit = limit;
     r.hash = hash_mod_ > 0
@@ -72,7 +74,7 @@ class Transaction {
                  : static_cast<std::uint32_t>(key) * 2654435761u + static_cast<std::uint32_t>(limit);
     r.subid = sub;
     r.below = list.NewestOfKey(r);
-    int i = list.Add(r);
+    int i = list.AddNext();
     TestRecord& added = list[i];
     added.amount = amount;
     added.window = window;

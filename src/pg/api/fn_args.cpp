@@ -91,41 +91,94 @@ Datum RequiredResultField(const Datum* fields, const bool* nulls, int field, con
   return fields[field];
 }
 
-// Forms a ratelimit_result row of `desc` from a decision. The descriptor
-// must be ratelimit_result's shape: five live columns of the installed
-// types (an ALTER TYPE may have added, dropped or retyped one: 42804
-// instead of a datum of the wrong type; dropped columns are NULL).
-HeapTuple DecisionTuple(TupleDesc desc, const Decision& decision, Oid type) {
-  Datum encoded[5];
-  bool encoded_nulls[5];
-  EncodeDecision(decision, encoded, encoded_nulls);
-  // On the stack for the installed shape and a few columns more.
-  Datum values_here[kDecisionColumns * 2] = {};
-  bool nulls_here[kDecisionColumns * 2];
-  bool here = desc->natts <= kDecisionColumns * 2;
-  auto* values = here ? values_here : static_cast<Datum*>(palloc0(sizeof(Datum) * desc->natts));
-  auto* nulls = here ? nulls_here : static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+// Which attribute of a tuple descriptor holds each field of a decision.
+struct ResultShape {
+  int natts;
+  int field_att[kDecisionColumns];
+  bool installed;  // the installed shape: the five fields are the columns, in order
+};
+
+// Maps a descriptor of ratelimit_result's shape: five live columns of the
+// installed types, in order (an ALTER TYPE may have added, dropped or
+// retyped one; dropped columns are NULL). False for any other shape.
+bool MapResultShape(TupleDesc desc, ResultShape* shape) {
   int live = 0;
-  bool shape_ok = true;
   for (int i = 0; i < desc->natts; ++i) {
     Form_pg_attribute att = TupleDescAttr(desc, i);
-    nulls[i] = true;
     if (att->attisdropped) continue;
-    if (live >= kDecisionColumns || att->atttypid != kDecisionTypes[live]) {
-      shape_ok = false;
-      break;
-    }
-    values[i] = encoded[live];
-    nulls[i] = encoded_nulls[live];
-    ++live;
+    if (live >= kDecisionColumns || att->atttypid != kDecisionTypes[live]) return false;
+    shape->field_att[live++] = i;
   }
-  if (!shape_ok || live != kDecisionColumns) RaiseNotDecisionShape(type);
+  shape->natts = desc->natts;
+  shape->installed = desc->natts == kDecisionColumns;
+  return live == kDecisionColumns;
+}
+
+// Forms the row of a decision in a descriptor of `shape`.
+HeapTuple DecisionTuple(TupleDesc desc, const ResultShape& shape, const Decision& decision) {
+  Datum encoded[kDecisionColumns];
+  bool encoded_nulls[kDecisionColumns];
+  EncodeDecision(decision, encoded, encoded_nulls);
+  if (shape.installed) return heap_form_tuple(desc, encoded, encoded_nulls);
+  // On the stack for the installed shape and a few columns more.
+  Datum values_here[kDecisionColumns * 2];
+  bool nulls_here[kDecisionColumns * 2];
+  bool here = shape.natts <= kDecisionColumns * 2;
+  auto* values = here ? values_here : static_cast<Datum*>(palloc(sizeof(Datum) * shape.natts));
+  auto* nulls = here ? nulls_here : static_cast<bool*>(palloc(sizeof(bool) * shape.natts));
+  for (int i = 0; i < shape.natts; ++i) {
+    values[i] = static_cast<Datum>(0);
+    nulls[i] = true;
+  }
+  for (int f = 0; f < kDecisionColumns; ++f) {
+    values[shape.field_att[f]] = encoded[f];
+    nulls[shape.field_att[f]] = encoded_nulls[f];
+  }
   HeapTuple tuple = heap_form_tuple(desc, values, nulls);
   if (!here) {
     pfree(values);
     pfree(nulls);
   }
   return tuple;
+}
+
+// The declared result type's descriptor, mapped: its type cache entry and
+// the descriptor the map was made for are kept (a type cache entry lives as
+// long as the backend, typcache.c says, and a descriptor's
+// tupDesc_identifier changes whenever it does), so a call maps it once per
+// change of the type, not once per call.
+struct DeclaredResult {
+  Oid type;
+  TypeCacheEntry* entry;
+  uint64 tupdesc_id;  // the descriptor `shape` maps (0: none)
+  ResultShape shape;
+};
+DeclaredResult declared_result{};
+
+// The descriptor of the named composite `type`, and its map. Used without a
+// reference count (as lookup_rowtype_tupdesc would take, with a resource
+// owner's entry): the type cache frees a descriptor only when it processes
+// an invalidation, and nothing between here and the tuple's forming can
+// (no lock, no catalog lookup; the error path's format_type_be comes after
+// the descriptor's last use).
+TupleDesc DeclaredResultDesc(Oid type, const ResultShape** shape) {
+  DeclaredResult& known = declared_result;
+  if (known.type != type || known.entry == nullptr || known.entry->tupDesc == nullptr) {
+    known.tupdesc_id = 0;
+    known.entry = lookup_type_cache(type, TYPECACHE_TUPDESC);
+    known.type = type;
+  }
+  TupleDesc desc = known.entry->tupDesc;
+  if (desc == nullptr)
+    ereport(ERROR,
+            (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("type %s is not composite", format_type_be(type))));
+  if (known.tupdesc_id != known.entry->tupDesc_identifier) {
+    known.tupdesc_id = 0;
+    if (!MapResultShape(desc, &known.shape)) RaiseNotDecisionShape(type);
+    known.tupdesc_id = known.entry->tupDesc_identifier;
+  }
+  *shape = &known.shape;
+  return desc;
 }
 
 }  // namespace
@@ -177,17 +230,15 @@ Datum DecisionDatum(FunctionCallInfo fcinfo, const Decision& decision) {
   // composite type, ratelimit_result): no copy per call, as
   // get_call_result_type makes. A function declared otherwise asks it.
   Oid type = FactsOfFunction(fcinfo->flinfo->fn_oid).result_type;
-  if (type == RECORDOID) return HeapTupleGetDatum(DecisionTuple(ResultDesc(fcinfo), decision, type));
-  // Used without a reference count (as lookup_rowtype_tupdesc would take,
-  // with a resource owner's entry): the type cache frees a descriptor only
-  // when it processes an invalidation, and nothing between here and the
-  // tuple's forming can (no lock, no catalog lookup; the error path's
-  // format_type_be comes after the descriptor's last use).
-  TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_TUPDESC);
-  if (entry->tupDesc == nullptr)
-    ereport(ERROR,
-            (errcode(ERRCODE_WRONG_OBJECT_TYPE), errmsg("type %s is not composite", format_type_be(type))));
-  return HeapTupleGetDatum(DecisionTuple(entry->tupDesc, decision, type));
+  if (type == RECORDOID) {
+    TupleDesc desc = ResultDesc(fcinfo);
+    ResultShape shape;
+    if (!MapResultShape(desc, &shape)) RaiseNotDecisionShape(type);
+    return HeapTupleGetDatum(DecisionTuple(desc, shape, decision));
+  }
+  const ResultShape* shape = nullptr;
+  TupleDesc desc = DeclaredResultDesc(type, &shape);
+  return HeapTupleGetDatum(DecisionTuple(desc, *shape, decision));
 }
 
 void RequireWritable(const char* function) { PreventCommandIfReadOnly(function); }
@@ -247,10 +298,11 @@ ratelimit::HeaderAnswer AnswerFromResult(HeapTupleHeader result) {
   return answer;
 }
 
-// One call's context: SPI, the extension's schema and the SQL role.
-Oid EnterCallContext(FunctionCallInfo fcinfo) {
-  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
-  const FunctionFacts& facts = FactsOfFunction(fcinfo->flinfo->fn_oid);
+namespace {
+
+// Sets the call's extension (the one the called function is a member of:
+// 55000 if none) and its SQL role (the function's owner); the previous role.
+Oid SetCallFacts(const FunctionFacts& facts) {
   // The extension's objects are found as its members: a function outside
   // it (a C function someone created on the library) has none.
   if (!OidIsValid(facts.extension))
@@ -264,9 +316,34 @@ Oid EnterCallContext(FunctionCallInfo fcinfo) {
   return SetSqlRole(facts.owner);
 }
 
+}  // namespace
+
+// One call's context: SPI, the extension's schema and the SQL role.
+Oid EnterCallContext(FunctionCallInfo fcinfo) {
+  if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "ratelimit: SPI_connect failed");
+  return SetCallFacts(FactsOfFunction(fcinfo->flinfo->fn_oid));
+}
+
 void LeaveCallContext(Oid previous_sql_role) {
   SetSqlRole(previous_sql_role);
   if (SPI_finish() != SPI_OK_FINISH) elog(ERROR, "ratelimit: SPI_finish failed");
+}
+
+CallContext EnterCallContextDeferred(FunctionCallInfo fcinfo) {
+  CallContext context{};
+  // Facts not known yet are read from the catalog: connected first.
+  const FunctionFacts* facts = KnownFactsOfFunction(fcinfo->flinfo->fn_oid);
+  if (facts == nullptr) {
+    NeedSpi(&context.spi);
+    facts = &FactsOfFunction(fcinfo->flinfo->fn_oid);
+  }
+  context.previous_sql_role = SetCallFacts(*facts);
+  return context;
+}
+
+void LeaveCallContext(CallContext* context) {
+  SetSqlRole(context->previous_sql_role);
+  FinishSpi(&context->spi);
 }
 
 }  // namespace ratelimit_pg

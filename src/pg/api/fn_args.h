@@ -5,6 +5,7 @@
 
 #include "headers.h"
 #include "support/limit_call.h"
+#include "support/spi_connection.h"
 
 extern "C" {
 #include "fmgr.h"
@@ -29,6 +30,19 @@ namespace ratelimit_pg {
 // SPI_palloc.
 Oid EnterCallContext(FunctionCallInfo fcinfo);
 void LeaveCallContext(Oid previous_sql_role);
+
+// The same context with SPI connected only when the call first needs it
+// (spi_connection.h): ratelimit_limit's and ratelimit_check's, whose calls
+// on a cached memory limit never connect. Until it is, nothing is
+// allocated: a call hands `spi` to every step that may run SQL, read the
+// catalog or allocate (config_cache.h), and connects it before a storage
+// whose steps run SQL.
+struct CallContext {
+  Oid previous_sql_role;
+  SpiConnection spi;
+};
+CallContext EnterCallContextDeferred(FunctionCallInfo fcinfo);
+void LeaveCallContext(CallContext* context);
 
 // Raises 22004 for a NULL argument that must not be NULL.
 void RequireNotNull(FunctionCallInfo fcinfo, int arg, const char* what);

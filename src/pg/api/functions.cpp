@@ -31,18 +31,28 @@ void RequireWritableFor(const LimitCall& call, const char* function) {
   if (!StorageFor(call).usable_read_only) RequireWritable(function);
 }
 
+// Whether the steps of the call's storage run SQL (and so need the call's
+// SPI connection). A storage undone by the transaction reads, locks and
+// writes its rows through SQL; one undone by refunds keeps them outside the
+// database's tables (a write SQL makes is undone by the transaction), in
+// steps that run under its own short locks (seam.h).
+bool StorageRunsSql(const LimitCall& call) { return StorageFor(call).undo == Undo::kByTransaction; }
+
 }  // namespace
 
-// ratelimit_limit and ratelimit_check share everything but the write.
+// ratelimit_limit and ratelimit_check share everything but the write. SPI
+// is connected only if the call needs it (spi_connection.h): a memory limit
+// whose config is cached never does.
 Decision DecideLimitOrCheck(FunctionCallInfo fcinfo, bool consume) {
   LimitCall call = LimitCallFromArgs(fcinfo, 0, 1, 2, 3, 4);
   RequireNotNull(fcinfo, 5, "throws");
   bool throws = PG_GETARG_BOOL(5);
-  Oid previous_sql_role = EnterCallContext(fcinfo);
-  CompleteLimitCall(&call);
+  CallContext context = EnterCallContextDeferred(fcinfo);
+  CompleteLimitCall(&call, &context.spi);
+  if (StorageRunsSql(call)) NeedSpi(&context.spi);
   if (consume) RequireWritableFor(call, "ratelimit_limit()");
   Decision decision = consume ? Consume(&call) : Check(call);
-  LeaveCallContext(previous_sql_role);
+  LeaveCallContext(&context);
   bool shadow_refused = !decision.ok && call.config.shadow;
   if (shadow_refused) decision = ratelimit::ShadowGrant(decision);
   if (consume) CountDecision(call, decision, shadow_refused);

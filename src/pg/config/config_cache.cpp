@@ -40,6 +40,12 @@ struct CacheEntry {
   char* key;     // in cache_context
   bool defined;  // named entries: false for a name without a definition
   LimitConfig config;
+  // Inline entries: a request found valid for this config as a call alone
+  // uses it (no definition, no override: CheckedAlone), and whether it is a
+  // shadow refusal that can never fit; validation is a function of the two.
+  bool checked;
+  Request checked_request;
+  bool checked_never_fits;
 };
 
 // One table per kind of entry: a call looks up both its inline config and
@@ -63,7 +69,7 @@ bool EntryIs(const CacheEntry& entry, EntryKind kind, const char* key, int len) 
 }
 
 // The cached entry of `key`; named entries only if read in `generation`.
-const CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 generation) {
+CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 generation) {
   CacheEntry* entry = last_used[TableOf(kind)];
   if (entry == nullptr || !EntryIs(*entry, kind, key, len)) {
     entry = &SlotFor(kind, key, len);
@@ -74,14 +80,10 @@ const CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 gen
   return entry;
 }
 
-const LimitConfig* Find(EntryKind kind, const char* key, int len, uint64 generation) {
-  const CacheEntry* entry = FindEntry(kind, key, len, generation);
-  return entry != nullptr ? &entry->config : nullptr;
-}
-
-void Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitConfig& config,
-              bool defined = true) {
-  if (len > kMaxCachedKeyBytes) return;
+// Caches a config; the entry, or nullptr for a key too long to cache.
+CacheEntry* Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitConfig& config,
+                     bool defined = true) {
+  if (len > kMaxCachedKeyBytes) return nullptr;
   if (cache_context == nullptr)
     cache_context = AllocSetContextCreate(TopMemoryContext, "ratelimit config cache", ALLOCSET_SMALL_SIZES);
   CacheEntry& entry = SlotFor(kind, key, len);
@@ -93,8 +95,31 @@ void Remember(EntryKind kind, const char* key, int len, uint64 generation, const
   entry.generation = generation;
   entry.config = config;
   entry.defined = defined;
+  entry.checked = false;
   entry.kind = kind;
   last_used[TableOf(kind)] = &entry;
+  return &entry;
+}
+
+// Where a config not cached (a key too long) is kept until the next lookup
+// of its kind.
+LimitConfig uncached_inline;
+LimitConfig uncached_named;
+
+// The parsed inline config: its cache entry's (*entry: the entry), or, if
+// too long to cache, parsed anew (*entry nullptr).
+const LimitConfig* InlineConfigOf(Jsonb* config, SpiConnection* spi, CacheEntry** entry) {
+  const char* bytes = VARDATA_ANY(config);
+  int len = VARSIZE_ANY_EXHDR(config);
+  *entry = FindEntry(EntryKind::kInline, bytes, len, 0);
+  if (*entry != nullptr) return &(*entry)->config;
+  NeedSpi(spi);
+  LimitConfig parsed{};
+  ParseConfigJsonb(config, &parsed);  // raises on a bad config: nothing is cached
+  *entry = Remember(EntryKind::kInline, bytes, len, 0, parsed);
+  if (*entry != nullptr) return &(*entry)->config;
+  uncached_inline = parsed;
+  return &uncached_inline;
 }
 
 // Raises the 22023 of an inline config that is not the defined limit.
@@ -117,33 +142,28 @@ void ApplyStorageRules(LimitConfig* config) {
   if (!StorageFor(*config).keeps_shards) config->shards = 1;
 }
 
-void InlineConfig(Jsonb* config, LimitConfig* out) {
-  const char* bytes = VARDATA_ANY(config);
-  int len = VARSIZE_ANY_EXHDR(config);
-  if (const LimitConfig* cached = Find(EntryKind::kInline, bytes, len, 0)) {
-    *out = *cached;
-    return;
-  }
-  ParseConfigJsonb(config, out);  // raises on a bad config: nothing is cached
-  Remember(EntryKind::kInline, bytes, len, 0, *out);
+void InlineConfig(Jsonb* config, LimitConfig* out, SpiConnection* spi) {
+  CacheEntry* entry = nullptr;
+  *out = *InlineConfigOf(config, spi, &entry);
 }
 
 namespace {
 
-// A name's definition, cached until the definitions generation moves.
-bool NamedConfig(const LimitId& id, LimitConfig* out) {
-  // Read before the lookup: a change during it makes the entry miss next time.
-  uint64 generation = DefinitionsGeneration();
-  if (const CacheEntry* cached = FindEntry(EntryKind::kNamed, id.name, id.name_len, generation)) {
-    if (cached->defined) *out = cached->config;
-    return cached->defined;
-  }
+// A name's definition, cached until the definitions generation moves
+// (`generation`, read before the lookup: a change during it makes the entry
+// miss next time); nullptr for a name without one.
+const LimitConfig* NamedConfig(const LimitId& id, uint64 generation, SpiConnection* spi = nullptr) {
+  if (const CacheEntry* cached = FindEntry(EntryKind::kNamed, id.name, id.name_len, generation))
+    return cached->defined ? &cached->config : nullptr;
+  NeedSpi(spi);
   LimitConfig config{};
   bool defined = LookupDefinedConfig(id.name_text, &config);
   // An undefined name is remembered too: inline calls ask on every call.
-  Remember(EntryKind::kNamed, id.name, id.name_len, generation, config, defined);
-  if (defined) *out = config;
-  return defined;
+  const CacheEntry* made = Remember(EntryKind::kNamed, id.name, id.name_len, generation, config, defined);
+  if (!defined) return nullptr;
+  if (made != nullptr) return &made->config;
+  uncached_named = config;
+  return &uncached_named;
 }
 
 }  // namespace
@@ -164,23 +184,29 @@ void LockConfigTables() {
 
 // One resolution of the call's config from the caches, each read again from
 // its table (under that table's lock, config_rows.cpp) where its generation
-// moved.
-void ResolveFromCaches(LimitCall* call) {
-  LimitConfig defined;
-  bool has_definition = NamedConfig(call->id, &defined);
+// moved (definitions: the definitions generation, read before). The configs
+// are used where the caches keep them: a lookup of one cache never replaces
+// an entry of another (named and inline entries are in tables of their
+// own). Returns the inline config's cache entry when the call's config is
+// that config alone (no definition, no override), else nullptr.
+CacheEntry* ResolveFromCaches(LimitCall* call, uint64 definitions, SpiConnection* spi) {
+  const LimitConfig* defined = NamedConfig(call->id, definitions, spi);
+  bool has_definition = defined != nullptr;
   LimitConfig overridden;
-  bool has_override = LookupOverride(call->id, &overridden);
+  bool has_override = LookupOverride(call->id, &overridden, spi);
+  CacheEntry* alone = nullptr;
   if (call->inline_config != nullptr) {
-    LimitConfig given;
-    InlineConfig(call->inline_config, &given);
+    CacheEntry* entry = nullptr;
+    const LimitConfig* given = InlineConfigOf(call->inline_config, spi, &entry);
     // A defined name's inline config must be a limit the owner set for it:
     // the definition, or this key's override (which is the one applied).
-    if (has_definition && !ratelimit::SameLimit(given, defined) &&
-        !(has_override && ratelimit::SameLimit(given, overridden)))
+    if (has_definition && !ratelimit::SameLimit(*given, *defined) &&
+        !(has_override && ratelimit::SameLimit(*given, overridden)))
       RaiseNotTheDefinition(call->id);
-    call->config = has_definition ? ratelimit::OwnerBounded(defined) : given;
+    call->config = has_definition ? ratelimit::OwnerBounded(*defined) : *given;
+    if (!has_definition && !has_override) alone = entry;
   } else if (has_definition) {
-    call->config = ratelimit::OwnerBounded(defined);
+    call->config = ratelimit::OwnerBounded(*defined);
   } else if (!has_override) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("rate limit \"%.*s\" is not defined", EchoLength(call->id.name, call->id.name_len),
@@ -190,13 +216,17 @@ void ResolveFromCaches(LimitCall* call) {
   if (has_override) call->config = ratelimit::OwnerBounded(overridden);
   call->owner_config = has_definition || has_override;
   ApplyStorageRules(&call->config);
+  return alone;
 }
 
 }  // namespace
 
 bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
   LockConfigTables();
-  return LookupOverride(id, out) || NamedConfig(id, out);
+  if (LookupOverride(id, out)) return true;
+  const LimitConfig* defined = NamedConfig(id, DefinitionsGeneration());
+  if (defined != nullptr) *out = *defined;
+  return defined != nullptr;
 }
 
 bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
@@ -250,31 +280,71 @@ bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
 //    the transaction's end, as a SELECT on the tables would: taken after the
 //    lock-free resolution, which is done again if taking them accepted a
 //    change (lock, then look, as before).
-void ResolveConfig(LimitCall* call) {
+//
+// A call not connected to SPI yet (spi) connects before the catalog is read
+// (the config tables not known since an invalidation), before a table is
+// read or a config parsed (a cache's miss), and before the locks of a
+// storage whose steps run SQL.
+namespace {
+
+// ResolveConfig; the inline config's cache entry when the call's config is
+// that config alone (ResolveFromCaches).
+CacheEntry* ResolveConfigAlone(LimitCall* call, SpiConnection* spi) {
   AcceptInvalidationMessages();
   bool locked = false;
   for (;;) {
-    call->generation = ConfigGeneration();
-    ResolveFromCaches(call);
+    if (!ConfigTablesKnown()) NeedSpi(spi);
+    uint64 definitions = DefinitionsGeneration();
+    call->generation = definitions + OverridesGeneration();
+    CacheEntry* alone = ResolveFromCaches(call, definitions, spi);
     if (!locked && StorageFor(call->config).locks_config_tables) {
+      NeedSpi(spi);
       LockConfigTables();
       locked = true;
     }
-    if (ConfigGeneration() == call->generation) return;
+    if (ConfigGeneration() == call->generation) return alone;
   }
 }
 
-void CompleteLimitCall(LimitCall* call) {
-  ResolveConfig(call);
+// The request validated against the call's config (22023); in shadow mode
+// a count that can never fit is a refusal like any other (never_fits):
+// answered ok and counted, never an error that breaks the request.
+void ValidateCallRequest(LimitCall* call) {
   const LimitConfig& config = call->config;
   const Request& request = call->request;
-  RaiseIfInvalid(ratelimit::ValidateRequestForm(config, request));
-  // In shadow mode a count that can never fit is a refusal like any other:
-  // answered ok and counted, never an error that breaks the request.
-  call->never_fits = config.shadow && ratelimit::NeverGrantable(config, request);
+  call->never_fits = false;
+  if (config.shadow) {
+    RaiseIfInvalid(ratelimit::ValidateRequestForm(config, request));
+    call->never_fits = ratelimit::NeverGrantable(config, request);
+  }
   if (!call->never_fits) RaiseIfInvalid(ratelimit::ValidateRequest(config, request));
+}
+
+bool SameRequest(const Request& a, const Request& b) { return a.count == b.count && a.reserve == b.reserve; }
+
+// ValidateCallRequest, skipped for a request the inline config's entry
+// (`alone`: the call's config is that config alone, which validation depends
+// on with the request) found valid last time.
+void ValidateCallRequestOf(LimitCall* call, CacheEntry* alone) {
+  if (alone != nullptr && alone->checked && SameRequest(alone->checked_request, call->request)) {
+    call->never_fits = alone->checked_never_fits;
+    return;
+  }
+  ValidateCallRequest(call);
+  if (alone == nullptr) return;
+  alone->checked_request = call->request;
+  alone->checked_never_fits = call->never_fits;
+  alone->checked = true;
+}
+
+}  // namespace
+
+void ResolveConfig(LimitCall* call, SpiConnection* spi) { (void)ResolveConfigAlone(call, spi); }
+
+void CompleteLimitCall(LimitCall* call, SpiConnection* spi) {
+  ValidateCallRequestOf(call, ResolveConfigAlone(call, spi));
   call->origin =
-      ratelimit::WindowOrigin(config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
+      ratelimit::WindowOrigin(call->config, call->id.name, call->id.name_len, call->id.key, call->id.key_len);
 }
 
 bool RefreshConfig(LimitCall* call) {

@@ -4,10 +4,14 @@
 #pragma once
 
 #include "support/limit_call.h"
+#include "support/spi_connection.h"
 
 namespace ratelimit_pg {
 
-void InlineConfig(Jsonb* config, LimitConfig* out);
+// An inline config, parsed or cached. spi (here and below): the call's SPI
+// connection, asked for (NeedSpi) before anything that may run SQL, read
+// the catalog or allocate (a parse, a table read); nullptr: connected.
+void InlineConfig(Jsonb* config, LimitConfig* out, SpiConnection* spi = nullptr);
 // A resolved config as calls decide it: a storage that does not keep shards
 // (Storage::keeps_shards) keeps one row per limit, decided exactly, so its
 // shards are accepted and ignored (1).
@@ -19,7 +23,7 @@ void ApplyStorageRules(LimitConfig* config);
 // call accepts first; a storage that locks the config tables
 // (Storage::locks_config_tables) holds them locked from here to the
 // transaction's end.
-void ResolveConfig(LimitCall* call);
+void ResolveConfig(LimitCall* call, SpiConnection* spi = nullptr);
 // The owner's config of a limit, as calls apply it before OwnerBounded:
 // the key's override, else the definition (cached, after the config tables'
 // locks, as ResolveConfig); false when it has neither.
@@ -29,8 +33,8 @@ bool OwnerConfigOf(const LimitId& id, LimitConfig* out);
 // has neither. What ratelimit_status reads every storage's rows under.
 bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out);
 // ResolveConfig, then the request validated against the config (22023) and
-// the window origin derived. Needs SPI.
-void CompleteLimitCall(LimitCall* call);
+// the window origin derived.
+void CompleteLimitCall(LimitCall* call, SpiConnection* spi = nullptr);
 // After a wait for a lock: whether another session's committed change of a
 // definition or override changed the call's config; if so, completes the
 // call again under the config now in force (true).

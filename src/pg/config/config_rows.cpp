@@ -54,6 +54,7 @@ struct NameSet {
   bool all;           // too many overrides to track: every key may have one
   int mask;           // slots - 1 (a power of two minus one)
   NameSlot* slots;
+  int used;  // slots taken (0: no override at all, nothing to look up)
 };
 
 NameSet names{};
@@ -98,6 +99,7 @@ void AddEntry(const char* name, int name_len, const char* key, int key_len) {
   slot.hash = hash;
   slot.name_len = name_len;
   slot.key_len = key ? key_len : -1;
+  ++names.used;
 }
 
 // Reloads the set from the table (SPI connected). Memory of the previous set
@@ -108,6 +110,7 @@ void LoadNames(uint64 current) {
     names_context = AllocSetContextCreate(TopMemoryContext, "ratelimit override names", ALLOCSET_SMALL_SIZES);
   MemoryContextReset(names_context);
   names.slots = nullptr;
+  names.used = 0;
   ExecuteStatementLatest(Statement::kOverrideNames, false, nullptr, nullptr, SPI_OK_SELECT,
                          kMaxTrackedOverrides + 1);
   uint64 count = SPI_processed;
@@ -174,18 +177,22 @@ void RememberKey(const LimitId& id, uint64 current, bool has_override, const Lim
 
 }  // namespace
 
-bool LookupOverride(const LimitId& id, LimitConfig* out) {
+bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi) {
   if (id.key_text == nullptr || !OidIsValid(OverrideTableOid())) return false;
   uint64 current = OverridesGeneration();
-  if (names.generation != current) LoadNames(current);
-  if (!names.all &&
-      (!InSet(id.name, id.name_len, nullptr, 0) || !InSet(id.name, id.name_len, id.key, id.key_len)))
+  if (names.generation != current) {
+    NeedSpi(spi);
+    LoadNames(current);
+  }
+  if (!names.all && (names.used == 0 || !InSet(id.name, id.name_len, nullptr, 0) ||
+                     !InSet(id.name, id.name_len, id.key, id.key_len)))
     return false;
   const KeySlot& slot = SlotFor(id);
   if (SlotMatches(slot, id, current)) {
     if (slot.has_override) *out = slot.config;
     return slot.has_override;
   }
+  NeedSpi(spi);
   Jsonb* stored = ReadOverrideConfig(id.name_text, id.key_text);
   LimitConfig config{};
   if (stored != nullptr) ParseConfigJsonb(stored, &config);

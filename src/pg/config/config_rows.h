@@ -5,6 +5,7 @@
 #pragma once
 
 #include "support/limit_call.h"
+#include "support/spi_connection.h"
 
 namespace ratelimit_pg {
 
@@ -13,8 +14,9 @@ bool LookupDefinedConfig(text* name, LimitConfig* config);
 void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
 
-// The key's override, if it has one (cached).
-bool LookupOverride(const LimitId& id, LimitConfig* out);
+// The key's override, if it has one (cached). spi: the call's connection,
+// asked for before a table is read (nullptr: connected).
+bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi = nullptr);
 // The stored override config of (name, key), read now; nullptr if none.
 Jsonb* ReadOverrideConfig(text* name, text* key);
 void UpsertOverride(text* name, text* key, Jsonb* config);

@@ -71,6 +71,12 @@ class GrantRecords {
     return count_++;
   }
 
+  // Where the next record goes (not Full), to be built in place and then
+  // appended with AddNext (as Add, without the copy). Until then it is not
+  // in the list: NewestOfKey may be asked about it.
+  Record& Next() { return records_[count_]; }
+  int AddNext() { return count_++; }
+
   // Record i (the newest, just granted and marked active) is indexed as its
   // key's newest, or merged into that one if it carries it (a limit called
   // again in one subtransaction keeps one record). Returns where the

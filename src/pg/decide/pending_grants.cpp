@@ -237,9 +237,15 @@ void RegisterPendingGrantCallbacks() {
 
 int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
   GrowRecords();
-  PendingGrant grant{};
+  // Built where it goes, every field set.
+  PendingGrant& grant = grants.Next();
   grant.storage = &storage;
   grant.call = call;
+  grant.amount = 0;
+  grant.window = 0;
+  grant.incarnation = 0;
+  grant.keep = false;
+  grant.active = false;
   grant.hash = RecordHash(call);
   LimitId& id = grant.call.id;
   id.name_text = nullptr;
@@ -255,7 +261,7 @@ int ReservePendingGrant(const Storage& storage, const LimitCall& call) {
   }
   grant.call.inline_config = nullptr;
   grant.subid = GetCurrentSubTransactionId();
-  return grants.Add(grant);
+  return grants.AddNext();
 }
 
 void RememberGrant(int record, const Decision& decision, bool keep, uint64 incarnation) {

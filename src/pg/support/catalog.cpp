@@ -282,7 +282,14 @@ uint64 OverridesGeneration() {
 
 void InvalidateDefinitions() { CacheInvalidateRelcacheByRelid(DefinitionTableOid()); }
 
+bool ConfigTablesKnown() { return OidIsValid(catalog.definition_table) && catalog.override_looked_up; }
+
 void InvalidateOverrides() { CacheInvalidateRelcacheByRelid(OverrideTableOid()); }
+
+const FunctionFacts* KnownFactsOfFunction(Oid function) {
+  const FunctionFacts& slot = catalog.functions[function % kFunctionFactSlots];
+  return slot.function == function ? &slot : nullptr;
+}
 
 const FunctionFacts& FactsOfFunction(Oid function) {
   FunctionFacts& slot = catalog.functions[function % kFunctionFactSlots];

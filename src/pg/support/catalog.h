@@ -78,6 +78,10 @@ uint64 OverridesGeneration();
 // Tells every backend (at commit; this one at once) that they changed.
 void InvalidateDefinitions();
 void InvalidateOverrides();
+// Whether the generations above and OverrideTableOid answer from what is
+// known, without a catalog lookup (none since the last invalidation of a
+// table or schema).
+bool ConfigTablesKnown();
 
 // What a call needs of the called function, from pg_proc: its schema (the
 // extension's), its owner (whom the SQL it runs runs as) and its result
@@ -93,6 +97,9 @@ struct FunctionFacts {
   Oid extension_namespace;
 };
 const FunctionFacts& FactsOfFunction(Oid function);
+// The facts of `function` if they are known, without a catalog lookup;
+// nullptr if not.
+const FunctionFacts* KnownFactsOfFunction(Oid function);
 
 // Whether `function` is the extension's own trigger function
 // (ratelimit_definitions_changed, which the config tables' installed
