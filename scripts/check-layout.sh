@@ -25,9 +25,8 @@
 #       support < shmem < storage < config < decide < route < api
 #     (storage/table and storage/memory are storage's: neither includes the
 #     other, and above storage only storage/storage.h, which picks a storage,
-#     storage/seam.h, the interface, storage/row_codec.h, the rows, and
-#     storage/table/sql_plans.h, the SQL statements the config tables'
-#     lookups run too, are included; storage.cpp alone picks a storage);
+#     storage/seam.h, the interface, and storage/row_codec.h, the rows,
+#     are included; storage.cpp alone picks a storage);
 #   - the adapter's pure pieces (PURE below: unit-tested in test/unit
 #     without a server) include only C++ standard headers (<...>), so no
 #     PostgreSQL header, nor one of the adapter's that brings it in;
@@ -44,7 +43,7 @@ cd "${CHECK_LAYOUT_ROOT:-$(dirname "$0")/..}"
 ORDER="support < shmem < storage < config < decide < route < api"
 read -r -a LAYERS <<<"${ORDER//</}"
 # What, above src/pg/storage, may be included from inside it.
-STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"
+STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h"
 
 # The adapter's pure pieces: no PostgreSQL, compiled into core_tests too.
 PURE="src/pg/decide/grant_records.h src/pg/shmem/quota_rule.h"

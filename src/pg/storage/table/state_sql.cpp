@@ -9,6 +9,7 @@
 
 #include "storage/row_codec.h"
 #include "storage/table/sql_plans.h"
+#include "support/owner_code.h"
 #include "support/catalog.h"
 #include "support/clock.h"
 

@@ -17,9 +17,11 @@
 
 #include "support/catalog.h"
 #include "support/errors.h"
+#include "support/owner_code.h"
 
 extern "C" {
 #include "access/table.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "nodes/nodeFuncs.h"
@@ -55,8 +57,10 @@ bool ColumnTypesAsInstalled(Relation rel, const StateColumns& c) {
 Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
   AttrNumber keyed[] = {c.name, c.key, c.shard};
   AttrNumber global[] = {c.name, c.shard};
-  return null_key ? InstalledIndex(rel, name, global, 2, c, true)
-                  : InstalledIndex(rel, name, keyed, 3, c, false);
+  const Oid families[] = {TEXT_BTREE_FAM_OID, TEXT_BTREE_FAM_OID, INTEGER_BTREE_FAM_OID};
+  const Oid global_families[] = {TEXT_BTREE_FAM_OID, INTEGER_BTREE_FAM_OID};
+  return null_key ? InstalledIndex(rel, name, global, global_families, 2, c.key)
+                  : InstalledIndex(rel, name, keyed, families, 3, InvalidAttrNumber);
 }
 
 // Whether the name and key columns compare by their bytes, as the calls'
