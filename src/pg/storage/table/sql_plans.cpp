@@ -5,8 +5,8 @@
 // the called function lives in.
 //
 // Which text a plan is prepared from depends on the schema facts of
-// catalog.h (the schema's name, whether the state table has idle_at); the
-// plans are freed whenever those facts change. The plans' own validity
+// catalog.h (the schema's name) and on the state table (whether it has
+// idle_at); the plans are freed whenever those facts change. The plans' own validity
 // (DDL on the tables) is the plan cache's business.
 #include <cstring>
 
@@ -20,6 +20,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 }
 
 namespace ratelimit_pg {
@@ -92,9 +93,18 @@ static_assert(sizeof kSpecs / sizeof kSpecs[0] == static_cast<int>(Statement::kC
 #undef RATELIMIT_STATE_COLUMNS
 
 // The plans: [statement][0] for a given key, [statement][1] for the NULL
-// key, prepared for the schema facts of version plans_version.
+// key, prepared for the facts below: the schema facts of version
+// schema_version, the state table and whether it has idle_at (0.1.0 does
+// not: a newer library must work until ALTER EXTENSION UPDATE), as looked
+// up in state table generation `generation`.
 SPIPlanPtr plans[static_cast<int>(Statement::kCount)][2];
-uint64 plans_version = 0;
+struct PlanFacts {
+  uint64 schema_version;
+  uint64 generation;
+  Oid table;
+  bool has_idle_at;
+};
+PlanFacts plan_facts{};
 
 // Expands a statement template's {placeholders}.
 char* ExpandTemplate(const char* sql, const char* schema, bool null_key, bool has_idle_at) {
@@ -134,22 +144,27 @@ void FreePlans() {
     }
 }
 
-// The schema facts the plans are made from; a change frees them all.
-const SchemaFacts& CheckPlanFacts() {
-  const SchemaFacts& facts = CurrentSchemaFacts();
-  if (facts.version != plans_version) {
+// The facts the plans are made from, looked up again after an
+// invalidation; a change frees the plans.
+const PlanFacts& CheckPlanFacts() {
+  const SchemaFacts& schema = CurrentSchemaFacts();
+  uint64 generation = StateTableGeneration();
+  if (schema.version == plan_facts.schema_version && generation == plan_facts.generation) return plan_facts;
+  PlanFacts now{schema.version, generation, StateTableOid(), false};
+  now.has_idle_at = get_attnum(now.table, "idle_at") != InvalidAttrNumber;
+  if (now.schema_version != plan_facts.schema_version || now.table != plan_facts.table ||
+      now.has_idle_at != plan_facts.has_idle_at)
     FreePlans();
-    plans_version = facts.version;
-  }
-  return facts;
+  plan_facts = now;
+  return plan_facts;
 }
 
 // Prepares one statement (in the SQL scope, so it is parsed as the owner
 // with the pinned search_path) and keeps it for the backend's life.
 SPIPlanPtr KeepPlan(Statement statement, bool null_key) {
   const StatementSpec& spec = kSpecs[static_cast<int>(statement)];
-  const SchemaFacts& facts = CurrentSchemaFacts();
-  char* sql = ExpandTemplate(spec.sql, quote_identifier(facts.schema), null_key, facts.has_idle_at);
+  char* sql = ExpandTemplate(spec.sql, quote_identifier(CurrentSchemaFacts().schema), null_key,
+                             CheckPlanFacts().has_idle_at);
   SPIPlanPtr plan = KeepPlanInScope(sql, spec.nargs, spec.argtypes);
   pfree(sql);
   return plan;
@@ -219,6 +234,9 @@ void ExecuteStatementLatest(Statement statement, bool null_key, Datum* values, c
 
 bool StateHasIdleAt() { return CheckPlanFacts().has_idle_at; }
 
-const char* QuotedSchema() { return quote_identifier(CheckPlanFacts().schema); }
+const char* QuotedSchema() {
+  CheckPlanFacts();
+  return quote_identifier(CurrentSchemaFacts().schema);
+}
 
 }  // namespace ratelimit_pg

@@ -36,6 +36,33 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
+constexpr const char* kStateTableName = "ratelimit_state";
+
+// The relations the table storage watches (support/catalog.h): [0] the
+// table's oid, looked up; [1] the table a shape was derived from; [2], [3]
+// that shape's probe indexes. hint_generation: the generation the oid in
+// [0] was looked up in.
+RelationWatch state_watch{};
+bool state_watch_registered = false;
+uint64 hint_generation = 0;
+
+RelationWatch& StateWatch() {
+  if (!state_watch_registered) {
+    RegisterRelationWatch(&state_watch);
+    state_watch_registered = true;
+  }
+  return state_watch;
+}
+
+// The relations a shape was derived from: an invalidation of any of them
+// moves the generation.
+void WatchStateTable(Oid table, Oid keyed, Oid null_key) {
+  RelationWatch& watch = StateWatch();
+  watch.relids[1] = table;
+  watch.relids[2] = keyed;
+  watch.relids[3] = null_key;
+}
+
 constexpr const char* kKeyedIndexName = "ratelimit_state_name_key_shard";
 constexpr const char* kNullKeyIndexName = "ratelimit_state_global";
 
@@ -168,6 +195,17 @@ const TableShape& ShapeOf(Relation rel) {
 }
 
 }  // namespace
+
+Oid StateTableOid() {
+  RelationWatch& watch = StateWatch();
+  if (OidIsValid(watch.relids[0]) && hint_generation == watch.generation) return watch.relids[0];
+  uint64 generation = watch.generation;
+  watch.relids[0] = RequireMemberRelation(kStateTableName);
+  hint_generation = generation;
+  return watch.relids[0];
+}
+
+uint64 StateTableGeneration() { return StateWatch().generation; }
 
 StateTable OpenStateTable(LOCKMODE mode) {
   Relation rel = table_open(LockCatalogRelation(StateTableOid, mode), NoLock);

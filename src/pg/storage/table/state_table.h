@@ -48,9 +48,18 @@ struct StateTable {
   ExprState* installed_check;
 };
 
+// ratelimit_state, the extension's member of that name
+// (RequireMemberRelation: 42P01 if there is none); no lock is taken.
+Oid StateTableOid();
+// Changes whenever the state table, the probe indexes a shape was derived
+// from, every relation or a schema is invalidated: what was derived from
+// them in an earlier generation (the shape, the statements' plans) must be
+// derived again.
+uint64 StateTableGeneration();
+
 // Opens and locks the state table in `mode`, then looks at it. What does
 // not change between calls (columns, probe indexes, what the table allows)
-// is derived once per state table generation (catalog.h), which any
+// is derived once per StateTableGeneration, which any
 // invalidation of the table or its indexes moves.
 StateTable OpenStateTable(LOCKMODE mode);
 // Ends a step: the relation is closed, its lock kept until the transaction ends.
