@@ -72,8 +72,7 @@ LongHeader* long_header = nullptr;
 Tables TablesOrNull() {
   void* h = nullptr;
   void* lh = nullptr;
-  Tables tables{{AttachSharedTable(SharedTable::kMemoryLimits, &h),
-                 AttachSharedTable(SharedTable::kMemoryLongLimits, &lh)}};
+  Tables tables{{AttachSharedTable(memory_compact_table, &h), AttachSharedTable(memory_long_table, &lh)}};
   header = static_cast<MemoryHeader*>(h);
   long_header = static_cast<LongHeader*>(lh);
   if (tables.of[0] == nullptr || tables.of[1] == nullptr) return Tables{{nullptr, nullptr}};

@@ -8,7 +8,7 @@
 namespace ratelimit_pg {
 
 void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
-  CountMemoryFull(call);
+  CountNoRoom(call);
   // An inline config's call is refused by the whole bound or by its half.
   const char* share =
       call.owner_config ? "" : ", or every one of the half that limits called with inline configs may take,";
