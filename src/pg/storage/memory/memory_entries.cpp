@@ -139,14 +139,14 @@ ModifyResult TakeRoom(const IdentityKey& key, const Layout& layout, const NewRow
     case NameCount::kEntriesFull:
       return ModifyResult::kNoRoom;
     case NameCount::kNamesFull:
-      return ModifyResult::kNoRoomForNewName;
+      return kNoRoomForNewName;
     case NameCount::kCounted:
       break;
   }
   if (&layout == &kLong && !ReserveSlot(&long_header->slots, PartMost(), room.inline_share)) {
     ReleaseSlot(&header->slots, room.inline_share);
     UncountMemoryName(key.database, key.bytes, key.name_len);
-    return ModifyResult::kNoRoomForLongIdentity;
+    return kNoRoomForLongIdentity;
   }
   return ModifyResult::kDone;
 }

@@ -5,12 +5,15 @@
 // sql_plans.cpp).
 #pragma once
 
+#include <cstring>
+
 #include "storage/seam.h"
 #include "storage/table/installed_parts.h"
 
 extern "C" {
 #include "nodes/execnodes.h"
 #include "nodes/nodes.h"
+#include "storage/itemptr.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 }
@@ -47,6 +50,21 @@ struct StateTable {
   // executor prepares the table's checks itself.
   ExprState* installed_check;
 };
+
+// A row version of the table storage (seam.h's opaque RowVersion): the
+// tuple id where the row was read; all zero bytes read as an invalid one
+// (offset 0).
+static_assert(sizeof(ItemPointerData) <= sizeof(RowVersion::bytes));
+inline ItemPointerData TidOf(const RowVersion& version) {
+  ItemPointerData tid;
+  std::memcpy(&tid, version.bytes, sizeof tid);
+  return tid;
+}
+inline RowVersion VersionOf(const ItemPointerData& tid) {
+  RowVersion version{};
+  std::memcpy(version.bytes, &tid, sizeof tid);
+  return version;
+}
 
 // ratelimit_state, the extension's member of that name
 // (RequireMemberRelation: 42P01 if there is none); no lock is taken.
