@@ -25,12 +25,16 @@
 #       support < shmem < storage < config < decide < route < api
 #     (storage/table and storage/memory are storage's: neither includes the
 #     other, and above storage only storage/storage.h, which picks a storage,
-#     storage/seam.h, the interface, storage/row_codec.h, the rows, and
-#     storage/table/sql_plans.h, the SQL statements the config tables'
-#     lookups run too, are included; storage.cpp alone picks a storage);
+#     storage/seam.h, the interface, and storage/row_codec.h, the rows,
+#     are included; storage.cpp alone picks a storage);
 #   - the adapter's pure pieces (PURE below: unit-tested in test/unit
 #     without a server) include only C++ standard headers (<...>), so no
 #     PostgreSQL header, nor one of the adapter's that brings it in;
+#   - a storage is its folder: no file of src/ outside
+#     src/pg/storage/<storage>/ names a storage's own things (STORAGE_NAMES
+#     below: its folder's headers, its identifiers, its table), in code or
+#     comments, but those STORAGE_NAME_EXCEPTIONS lists with their reason;
+#     every folder under src/pg/storage has its entry in STORAGE_NAMES;
 #   - every name or key an error quotes with %.*s is cut by the one echo
 #     helper, EchoLength (errors.h): a statement of src/pg with n %.*s in its
 #     strings calls EchoLength( at least n times, so no raw cut such as
@@ -44,7 +48,23 @@ cd "${CHECK_LAYOUT_ROOT:-$(dirname "$0")/..}"
 ORDER="support < shmem < storage < config < decide < route < api"
 read -r -a LAYERS <<<"${ORDER//</}"
 # What, above src/pg/storage, may be included from inside it.
-STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h storage/table/sql_plans.h"
+STORAGE_OPEN="storage/storage.h storage/seam.h storage/row_codec.h"
+
+# Each storage's own names, as "folder:pattern" (an extended regex): what
+# only src/pg/storage/<folder>/ may say.
+STORAGE_NAMES=(
+  'memory:storage/memory/|\bmemory_[a-z]|\bMemory[A-Z]'
+  'table:storage/table/|\bratelimit_state\b|\bStateTable|\bStateColumns|\bTidOf\b'
+)
+# Where, outside its folder, a storage's name may appear anyway, as
+# "file|reason" (the file may name every storage).
+STORAGE_NAME_EXCEPTIONS=(
+  "src/pg/storage/storage.cpp|the one list of storages: it includes each one's header and names its Storage"
+)
+# Words that match a storage's pattern but are not its, removed before the
+# search: memory_full (ratelimit_stats' released column, counted for any
+# storage) and PostgreSQL's MemoryContext and MemoryChunk names.
+STORAGE_NAME_NOT_OURS='\bmemory_full\b|\bMemory(Context|Chunk)\w*'
 
 # The adapter's pure pieces: no PostgreSQL, compiled into core_tests too.
 PURE="src/pg/decide/grant_records.h src/pg/shmem/quota_rule.h"
@@ -173,6 +193,32 @@ unechoed=$(perl -0777 -ne '
   }' "${pg_cpp[@]}")
 [ -z "$unechoed" ] || fail "a name or key quoted with %.*s but not cut by EchoLength (errors.h):"$'\n'"$unechoed"
 
+# Storages: each one's names searched in every file of src/ outside its
+# folder and the exceptions.
+mapfile -t all_src < <(find src -name '*.cpp' -o -name '*.h' | sort)
+for storage_dir in src/pg/storage/*/; do
+  storage=$(basename "$storage_dir")
+  [[ " ${STORAGE_NAMES[*]%%:*} " == *" $storage "* ]] ||
+    fail "the storage folder $storage_dir has no entry in check-layout.sh's STORAGE_NAMES (its own names)"
+done
+for entry in "${STORAGE_NAMES[@]}"; do
+  storage=${entry%%:*}
+  pattern=${entry#*:}
+  outside=()
+  for file in "${all_src[@]}"; do
+    [[ "$file" == "src/pg/storage/$storage/"* ]] && continue
+    excepted=0
+    for exception in "${STORAGE_NAME_EXCEPTIONS[@]}"; do [ "${exception%%|*}" = "$file" ] && excepted=1; done
+    [ $excepted -eq 1 ] || outside+=("$file")
+  done
+  named=$(NOT_OURS=$STORAGE_NAME_NOT_OURS PATTERN=$pattern perl -ne '
+    BEGIN { $not = qr/$ENV{NOT_OURS}/; $pat = qr/$ENV{PATTERN}/ }
+    (my $line = $_) =~ s/$not//g;
+    print "$ARGV:$.: $_" if $line =~ $pat;
+    close ARGV if eof' "${outside[@]}")
+  [ -z "$named" ] || fail "the $storage storage's own names are named outside src/pg/storage/$storage (reach it through storage/seam.h):"$'\n'"$named"
+done
+
 # Kinds: their names from their tables (const KindOps kXKind = {"name", ...),
 # each a pattern matching any spelling of its words; then every file of
 # src/ outside src/core/kinds searched for them and for a kind's switch.
@@ -218,7 +264,7 @@ if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   fail "modules of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
 fi
 
-[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds"
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds; no storage (${#STORAGE_NAMES[@]}: ${STORAGE_NAMES[*]%%:*}) named outside its folder"
 [ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
 
 # The check can fail: each of these plants, in a copy of src/, must be found.
@@ -249,5 +295,10 @@ plant "kind named in a comment" src/core/limiter.h '// A Token-Bucket row refill
 plant "switch on a kind" src/core/policy.cpp 'int F(const LimitConfig& c) { switch (c.kind) { default: return 0; } }' "a switch on a kind"
 plant "Kind:: enumerator" src/pg/decide/decide.cpp 'bool G(KindId k) { return k == Kind::kGcra; }' "a switch on a kind"
 plant "kind table without its header" src/core/kinds/stray.cpp 'int Stray();' "has no header"
-[ $status -eq 0 ] && echo "check-layout: the self-test's 13 planted faults were each found"
+plant "memory storage named in a comment" src/pg/decide/decide.cpp '// memory_entries keep these rows.' "named outside src/pg/storage/memory"
+plant "memory storage's type outside it" src/pg/shmem/stats.cpp 'struct MemoryHeader;' "named outside src/pg/storage/memory"
+plant "the state table named outside the table storage" src/pg/config/config_rows.cpp 'const char* kStray = "ratelimit_state";' "named outside src/pg/storage/table"
+plant "table storage header outside it" src/pg/support/catalog.h '// see storage/table/state_table.h' "named outside src/pg/storage/table"
+plant "storage folder without its names" src/pg/storage/unlogged/unlogged_storage.h '#pragma once' "no entry in check-layout.sh's STORAGE_NAMES"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 18 planted faults were each found"
 exit $status

@@ -3,7 +3,7 @@
 #include "api/fn_args.h"
 
 #include "api/limits_json.h"
-#include "storage/table/sql_plans.h"
+#include "support/sql_scope.h"
 #include "support/catalog.h"
 #include "support/clock.h"
 

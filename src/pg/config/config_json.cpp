@@ -10,7 +10,7 @@
 #include "config/config_json.h"
 
 #include "storage/storage.h"
-#include "storage/table/sql_plans.h"
+#include "support/sql_scope.h"
 #include "support/clock.h"
 #include "support/errors.h"
 

@@ -12,7 +12,7 @@
 // stamped with the same generation. (Past kMaxTrackedOverrides overrides the
 // sets are not kept, and every call looks its key up through that cache.)
 //
-// Lookups read with the latest snapshot (ExecuteStatementLatest), so a
+// Lookups read with the latest snapshot (ExecuteConfigStatementLatest), so a
 // cached answer is never older than the invalidation that stamps it, even
 // in a REPEATABLE READ transaction.
 #include <cstring>
@@ -20,7 +20,7 @@
 #include "config/config_rows.h"
 
 #include "config/config_json.h"
-#include "storage/table/sql_plans.h"
+#include "config/config_sql.h"
 #include "support/catalog.h"
 
 extern "C" {
@@ -111,8 +111,8 @@ void LoadNames(uint64 current) {
   MemoryContextReset(names_context);
   names.slots = nullptr;
   names.used = 0;
-  ExecuteStatementLatest(Statement::kOverrideNames, false, nullptr, nullptr, SPI_OK_SELECT,
-                         kMaxTrackedOverrides + 1);
+  ExecuteConfigStatementLatest(ConfigStatement::kOverrideNames, nullptr, nullptr, SPI_OK_SELECT,
+                               kMaxTrackedOverrides + 1);
   uint64 count = SPI_processed;
   names.all = count > static_cast<uint64>(kMaxTrackedOverrides);
   if (!names.all) {
@@ -204,7 +204,7 @@ bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi) {
 Jsonb* ReadOverrideConfig(text* name, text* key) {
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
   char nulls[2] = {' ', ' '};
-  ExecuteStatementLatest(Statement::kOverrideLookup, false, values, nulls, SPI_OK_SELECT, 1);
+  ExecuteConfigStatementLatest(ConfigStatement::kOverrideLookup, values, nulls, SPI_OK_SELECT, 1);
   Jsonb* config = nullptr;
   if (SPI_processed == 1) {
     bool isnull = false;
@@ -216,13 +216,13 @@ Jsonb* ReadOverrideConfig(text* name, text* key) {
 void UpsertOverride(text* name, text* key, Jsonb* config) {
   Datum values[3] = {PointerGetDatum(name), PointerGetDatum(key), JsonbPGetDatum(config)};
   char nulls[3] = {' ', ' ', ' '};
-  ExecuteStatement(Statement::kOverrideUpsert, false, values, nulls, SPI_OK_INSERT, 0);
+  ExecuteConfigStatement(ConfigStatement::kOverrideUpsert, values, nulls, SPI_OK_INSERT, 0);
 }
 
 bool DeleteOverride(text* name, text* key) {
   Datum values[2] = {PointerGetDatum(name), PointerGetDatum(key)};
   char nulls[2] = {' ', ' '};
-  ExecuteStatement(Statement::kOverrideDelete, false, values, nulls, SPI_OK_DELETE, 0);
+  ExecuteConfigStatement(ConfigStatement::kOverrideDelete, values, nulls, SPI_OK_DELETE, 0);
   return SPI_processed > 0;
 }
 
@@ -234,7 +234,7 @@ bool DeleteOverride(text* name, text* key) {
 bool LookupDefinedConfig(text* name, LimitConfig* config) {
   Datum values[1] = {PointerGetDatum(name)};
   char nulls[1] = {' '};
-  ExecuteStatementLatest(Statement::kDefinitionLookup, false, values, nulls, SPI_OK_SELECT, 1);
+  ExecuteConfigStatementLatest(ConfigStatement::kDefinitionLookup, values, nulls, SPI_OK_SELECT, 1);
   if (SPI_processed == 0) return false;
   bool isnull = false;
   Datum stored = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -245,13 +245,13 @@ bool LookupDefinedConfig(text* name, LimitConfig* config) {
 void UpsertDefinition(text* name, Jsonb* config) {
   Datum values[2] = {PointerGetDatum(name), JsonbPGetDatum(config)};
   char nulls[2] = {' ', ' '};
-  ExecuteStatement(Statement::kDefinitionUpsert, false, values, nulls, SPI_OK_INSERT, 0);
+  ExecuteConfigStatement(ConfigStatement::kDefinitionUpsert, values, nulls, SPI_OK_INSERT, 0);
 }
 
 bool DeleteDefinition(text* name) {
   Datum values[1] = {PointerGetDatum(name)};
   char nulls[1] = {' '};
-  ExecuteStatement(Statement::kDefinitionDelete, false, values, nulls, SPI_OK_DELETE, 0);
+  ExecuteConfigStatement(ConfigStatement::kDefinitionDelete, values, nulls, SPI_OK_DELETE, 0);
   return SPI_processed > 0;
 }
 

@@ -1,5 +1,5 @@
 // The shared-memory module (shared_tables.h): one control block, one DSA,
-// and a dshash table per SharedTable.
+// and a dshash table per SharedTable registered.
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -43,18 +43,18 @@ struct SharedControl {
   dsa_handle area_handle;  // the registry's DSA (no preload)
   Size area_offset;        // the in-place DSA (preload): from the block's start
   Size area_size;
-  TableControl tables[kSharedTables];
+  TableControl tables[kMaxSharedTables];
   // followed by the tables' headers, then (preload) the DSA area
 };
 
-SharedTableSpec specs[kSharedTables];
-bool spec_given[kSharedTables];
+SharedTableSpec specs[kMaxSharedTables];
+bool spec_given[kMaxSharedTables];
 
 SharedControl* control = nullptr;
 bool preloaded = false;
 bool attached = false;  // this backend attached, or found there is no memory
 dsa_area* area = nullptr;
-dshash_table* tables[kSharedTables];
+dshash_table* tables[kMaxSharedTables];
 shmem_request_hook_type previous_request_hook = nullptr;
 shmem_startup_hook_type previous_startup_hook = nullptr;
 
@@ -79,9 +79,9 @@ Size BackendStride(int table) {
 
 Size ControlSize() {
   Size size = MAXALIGN(sizeof(SharedControl));
-  for (int i = 0; i < kSharedTables; ++i)
+  for (int i = 0; i < kMaxSharedTables; ++i)
     if (spec_given[i]) size = add_size(size, MAXALIGN(specs[i].header_size));
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i] || BackendStride(i) == 0) continue;
     // the first block at a cache line's start, whatever the block's own alignment
     size = add_size(size, add_size(PG_CACHE_LINE_SIZE, mul_size(BackendStride(i), MaxBackends)));
@@ -172,7 +172,7 @@ DsaFootprint TableFootprint(Size entries, Size entry_size) {
 // runs of free pages split by one-page allocations.
 Size AreaSize() {
   DsaFootprint area;
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i]) continue;
     DsaFootprint table = TableFootprint(static_cast<Size>(specs[i].max_entries()), specs[i].entry_size);
     area.bytes = add_size(area.bytes, table.bytes);
@@ -187,7 +187,7 @@ Size AreaSize() {
 // Registers the locks' names in this backend (for wait events).
 void NameTranches() {
   LWLockRegisterTranche(control->area_tranche_id, kAreaTrancheName);
-  for (int i = 0; i < kSharedTables; ++i)
+  for (int i = 0; i < kMaxSharedTables; ++i)
     if (spec_given[i]) LWLockRegisterTranche(control->tables[i].tranche_id, specs[i].tranche_name);
 }
 
@@ -196,14 +196,14 @@ void InitControl(SharedControl* c) {
   std::memset(c, 0, sizeof(SharedControl));
   c->area_tranche_id = LWLockNewTrancheId();
   Size offset = MAXALIGN(sizeof(SharedControl));
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i]) continue;
     c->tables[i].tranche_id = LWLockNewTrancheId();
     c->tables[i].header_offset = offset;
     specs[i].init_header(reinterpret_cast<char*>(c) + offset);
     offset += MAXALIGN(specs[i].header_size);
   }
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i] || BackendStride(i) == 0) continue;
     char* start = reinterpret_cast<char*>(c) + offset;
     Size pad = reinterpret_cast<char*>(TYPEALIGN(PG_CACHE_LINE_SIZE, start)) - start;
@@ -221,7 +221,7 @@ void* HeaderOf(SharedControl* c, int table) {
 
 // Makes the tables in `a` and keeps their handles.
 void CreateTables(SharedControl* c, dsa_area* a, bool keep) {
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i]) continue;
     dshash_parameters params = ParamsOf(i, c->tables[i].tranche_id);
     dshash_table* table = dshash_create(a, &params, HeaderOf(c, i));
@@ -307,7 +307,7 @@ void Attach() {
     area = dsa_attach(control->area_handle);
   }
   dsa_pin_mapping(area);
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (!spec_given[i]) continue;
     dshash_parameters params = ParamsOf(i, control->tables[i].tranche_id);
     tables[i] = dshash_attach(area, &params, control->tables[i].handle, HeaderOf(control, i));
@@ -318,9 +318,13 @@ void Attach() {
 
 }  // namespace
 
-void DefineSharedTable(SharedTable table, const SharedTableSpec& spec) {
-  specs[static_cast<int>(table)] = spec;
-  spec_given[static_cast<int>(table)] = true;
+SharedTable DefineSharedTable(const SharedTableSpec& spec) {
+  SharedTable table = 0;
+  while (table < kMaxSharedTables && spec_given[table]) ++table;
+  if (table == kMaxSharedTables) elog(ERROR, "ratelimit: more than %d shared tables", kMaxSharedTables);
+  specs[table] = spec;
+  spec_given[table] = true;
+  return table;
 }
 
 void RequestSharedTables() {
@@ -367,7 +371,7 @@ int CopySorted(dshash_table* table, size_t size, EntryCopier copy, void* arg,
 }
 
 void DetachSharedTables() {
-  for (int i = 0; i < kSharedTables; ++i) {
+  for (int i = 0; i < kMaxSharedTables; ++i) {
     if (tables[i] == nullptr) continue;
     dshash_detach(tables[i]);
     tables[i] = nullptr;
@@ -379,7 +383,7 @@ void DetachSharedTables() {
 
 void* PerBackendBlocks(SharedTable table, int* count, size_t* stride) {
   if (!attached) Attach();
-  int i = static_cast<int>(table);
+  int i = table;
   if (control == nullptr || control->tables[i].backends_offset == 0) {
     *count = 0;
     *stride = 0;
@@ -392,7 +396,7 @@ void* PerBackendBlocks(SharedTable table, int* count, size_t* stride) {
 
 dshash_table* AttachSharedTable(SharedTable table, void** header) {
   if (!attached) Attach();
-  int i = static_cast<int>(table);
+  int i = table;
   if (control == nullptr || tables[i] == nullptr) {
     if (header != nullptr) *header = nullptr;
     return nullptr;

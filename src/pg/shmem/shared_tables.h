@@ -1,7 +1,7 @@
 // The extension's one shared-memory module (shared_tables.cpp): PostgreSQL's
-// dshash tables over one DSA, each with a fixed-size header, for the memory
-// storage's limits (memory_storage.cpp) and ratelimit_stats' names
-// (stats.cpp), and how many entries each memory limit name has.
+// dshash tables over one DSA, each with a fixed-size header, for whoever
+// registers one in _PG_init (DefineSharedTable): a storage keeping its
+// rows in shared memory, ratelimit_stats' names (stats_names.cpp).
 //
 // Where the memory comes from: with shared_preload_libraries = 'ratelimit',
 // a block of the main shared memory, sized at server start, holding the
@@ -24,10 +24,12 @@ extern "C" {
 
 namespace ratelimit_pg {
 
-// The memory storage has two tables of limits: compact entries (short
-// identities, most of them) and long ones (memory_storage.cpp).
-enum class SharedTable { kMemoryLimits, kMemoryLongLimits, kMemoryNames, kStatsNames };
-constexpr int kSharedTables = 4;
+// A table, as DefineSharedTable numbered it: every process runs _PG_init's
+// registrations in the same order, so a number means the same table in all.
+using SharedTable = int;
+constexpr SharedTable kNoSharedTable = -1;
+// The most tables the control block has room for.
+constexpr int kMaxSharedTables = 4;
 
 // What one table holds; given in _PG_init, before RequestSharedTables.
 struct SharedTableSpec {
@@ -45,7 +47,8 @@ struct SharedTableSpec {
   size_t per_backend_size = 0;
 };
 
-void DefineSharedTable(SharedTable table, const SharedTableSpec& spec);
+// Registers a table (in _PG_init, before RequestSharedTables); its number.
+SharedTable DefineSharedTable(const SharedTableSpec& spec);
 // A random seed for a table's hash (in its init_header): callers choose
 // the keys, and must not be able to put them all in one partition.
 uint64 NewTableSeed();

@@ -1,6 +1,6 @@
 // ratelimit_stats: decisions counted per database and limit name in shared
 // memory (granted, refused, shadow refusals, tokens granted, lock waits,
-// memory-full refusals), cumulative like pg_stat_*, and the view's rows. A
+// refusals for want of room in a storage), cumulative like pg_stat_*, and the view's rows. A
 // role reads its own database's names; superusers and pg_read_all_stats
 // members read every database's, summed per name, and the overflow row.
 // The names live in a table of the shared-memory module (stats_names.h),
@@ -37,7 +37,7 @@ void PutStatsRow(Tuplestorestate* store, TupleDesc desc, const StatsKey* key, co
   values[4] = Float8GetDatum(counters.tokens_granted);
   values[5] = Int64GetDatum(counters.lock_waits);
   values[6] = TimestampTzGetDatum(reset);
-  values[7] = Int64GetDatum(counters.memory_full);
+  values[7] = Int64GetDatum(counters.no_room);
   tuplestore_putvalues(store, desc, values, nulls);
 }
 
@@ -156,6 +156,6 @@ void CountRefund(const LimitCall& call, double amount) {
 
 void CountLockWait(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kLockWait, 0); }
 
-void CountMemoryFull(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kMemoryFull, 0); }
+void CountNoRoom(const LimitCall& call) { Count(call.id, call.owner_config, Counter::kNoRoom, 0); }
 
 }  // namespace ratelimit_pg

@@ -17,8 +17,8 @@ void DefineStatsGucs();
 void CountDecision(const LimitCall& call, const Decision& decision, bool shadow_refused);
 void CountRefund(const LimitCall& call, double amount);
 void CountLockWait(const LimitCall& call);
-// A new memory limit found no room (ratelimit.memory_max_keys).
-void CountMemoryFull(const LimitCall& call);
+// A new row found no room in its storage (the view's memory_full column).
+void CountNoRoom(const LimitCall& call);
 // ratelimit_stats_rows' rows (materialized) and ratelimit_stats_reset.
 Datum StatsRows(FunctionCallInfo fcinfo);
 void ResetStats();

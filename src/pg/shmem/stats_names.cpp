@@ -57,9 +57,9 @@ void AddToEntry(StatsEntry* entry, Counter counter, double tokens) {
 }  // namespace
 
 void DefineStatsNamesTable(size_t per_backend_size) {
-  DefineSharedTable(SharedTable::kStatsNames,
-                    SharedTableSpec{"ratelimit_stats", sizeof(StatsKey), sizeof(StatsEntry), CompareKeys,
-                                    HashKey, sizeof(StatsHeader), InitHeader, MaxNames, per_backend_size});
+  stats_names_table = DefineSharedTable(
+      SharedTableSpec{"ratelimit_stats", sizeof(StatsKey), sizeof(StatsEntry), CompareKeys, HashKey,
+                      sizeof(StatsHeader), InitHeader, MaxNames, per_backend_size});
 }
 
 uint64 CountInEntry(StatsHeader* header, dshash_table* table, const StatsKey& key, bool defined,

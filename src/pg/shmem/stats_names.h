@@ -43,7 +43,7 @@ struct Counters {
   int64 refused;
   int64 shadow_refused;
   int64 lock_waits;
-  int64 memory_full;
+  int64 no_room;  // the view's memory_full
   double tokens_granted;
 };
 
@@ -83,12 +83,14 @@ void DefineStatsNamesTable(size_t per_backend_size);
 
 // Whether this backend has named the fold lock's tranche (once).
 inline bool stats_fold_tranche_named = false;
+// The names' table, as DefineStatsNamesTable registered it.
+inline SharedTable stats_names_table = kNoSharedTable;
 
 // The names' table attached in this backend and its header; nullptr (and
 // *header nullptr) when there is no shared memory. Every count calls it.
 inline dshash_table* StatsTable(StatsHeader** header) {
   void* h = nullptr;
-  dshash_table* table = AttachSharedTable(SharedTable::kStatsNames, &h);
+  dshash_table* table = AttachSharedTable(stats_names_table, &h);
   *header = static_cast<StatsHeader*>(h);
   if (h != nullptr && !stats_fold_tranche_named) {
     LWLockRegisterTranche((*header)->fold_tranche, "ratelimit_stats_fold");
@@ -97,7 +99,7 @@ inline dshash_table* StatsTable(StatsHeader** header) {
   return table;
 }
 
-enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait, kMemoryFull };
+enum class Counter { kGranted, kRefused, kShadowRefused, kLockWait, kNoRoom };
 
 // Adds one to `counter` (and tokens to tokens_granted for a grant).
 inline void Add(Counters* counters, Counter counter, double tokens) {
@@ -115,8 +117,8 @@ inline void Add(Counters* counters, Counter counter, double tokens) {
     case Counter::kLockWait:
       ++counters->lock_waits;
       break;
-    case Counter::kMemoryFull:
-      ++counters->memory_full;
+    case Counter::kNoRoom:
+      ++counters->no_room;
       break;
   }
 }
@@ -126,7 +128,7 @@ inline void AddCounters(Counters* to, const Counters& from) {
   to->refused += from.refused;
   to->shadow_refused += from.shadow_refused;
   to->lock_waits += from.lock_waits;
-  to->memory_full += from.memory_full;
+  to->no_room += from.no_room;
   to->tokens_granted += from.tokens_granted;
 }
 

@@ -105,7 +105,7 @@ BackendSlot* MySlot() {
   slot_looked_for = true;
   int count = 0;
   size_t stride = 0;
-  char* slots = static_cast<char*>(PerBackendBlocks(SharedTable::kStatsNames, &count, &stride));
+  char* slots = static_cast<char*>(PerBackendBlocks(stats_names_table, &count, &stride));
   int index = compat::MyProcIndex();
   if (slots == nullptr || index < 0 || index >= count) return nullptr;
   auto* slot = reinterpret_cast<BackendSlot*>(slots + stride * index);
@@ -223,7 +223,7 @@ void Count(const LimitId& id, bool defined, Counter counter, double tokens) {
 void AddSlots(StatsHeader* header, CopiedName* copied, int count) {
   int slots_count = 0;
   size_t stride = 0;
-  char* slots = static_cast<char*>(PerBackendBlocks(SharedTable::kStatsNames, &slots_count, &stride));
+  char* slots = static_cast<char*>(PerBackendBlocks(stats_names_table, &slots_count, &stride));
   if (slots == nullptr || count == 0) return;
   auto* ids = static_cast<CopiedId*>(palloc(sizeof(CopiedId) * count));
   for (int i = 0; i < count; ++i) ids[i] = CopiedId{copied[i].id, i};

@@ -32,13 +32,13 @@ StoredState StoredStateOfWrite(const RowWrite& row) {
   out.has_idle_at = true;
   out.idle_at = row.idle_at;
   out.period = row.period;
-  ItemPointerSetInvalid(&out.version.tid);
+  out.version = RowVersion{};  // none
   return out;
 }
 
 StoredState NoStoredRow() {
   StoredState out{};
-  ItemPointerSetInvalid(&out.version.tid);
+  out.version = RowVersion{};  // none
   return out;
 }
 

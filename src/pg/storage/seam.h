@@ -2,25 +2,20 @@
 // (consume*.cpp), the functions and config changes reach a limit's stored
 // state. A storage keeps one row per (name, key, shard); its steps find,
 // lock, read, write, insert and delete rows, and scan them for
-// ratelimit_status and ratelimit_cleanup. The table storage
-// (table_storage.cpp, over ratelimit_state) is one implementation; a new
-// storage is one more Storage value, listed in storage.cpp (storage.h:
+// ratelimit_status and ratelimit_cleanup. Each storage (a folder under
+// storage/) is one implementation; a new storage is one more Storage value, listed in storage.cpp (storage.h:
 // which storage a call's limit lives in), plus its tests. This header only
 // defines the interface (no module behind it).
 #pragma once
 
 #include "support/limit_call.h"
 
-extern "C" {
-#include "storage/itemptr.h"
-}
-
 namespace ratelimit_pg {
 
-// Where the version of a row that was read is, in its storage's terms (the
-// table's: the tuple id); only the storage that read it interprets it.
+// Where the version of a row that was read is, in its storage's own terms:
+// opaque bytes only the storage that read it interprets (all zero: none).
 struct RowVersion {
-  ItemPointerData tid;
+  alignas(8) unsigned char bytes[8];
 };
 
 // A row as a step read it.
@@ -86,10 +81,10 @@ enum class ModifyResult {
   kNoRoom,         // the row is new and the storage is full of live rows: nothing ran
   kNoRoomForName,  // the row is new and its name has name_rows live rows: nothing ran
   // The row is new and needs a part of the storage that is full of live
-  // rows (of its share): nothing ran. The memory storage's: room for a new
-  // name, and for a long identity.
-  kNoRoomForNewName,
-  kNoRoomForLongIdentity,
+  // rows (of its share): nothing ran. Which part is the storage's own to
+  // say: values from kNoRoomInPart on are its own, read only by its
+  // raise_no_room.
+  kNoRoomInPart,
 };
 
 // How the caller's rollback undoes a storage's grant, and so how a grant is

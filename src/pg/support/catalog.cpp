@@ -23,18 +23,17 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-constexpr const char* kStateTableName = "ratelimit_state";
 constexpr const char* kDefinitionTableName = "ratelimit_definition";
 constexpr const char* kOverrideTableName = "ratelimit_override";
 constexpr const char* kTriggerFunctionSymbol = "ratelimit_definitions_changed";
 constexpr int kFunctionFactSlots = 16;  // direct-mapped by oid
+constexpr int kRelationWatches = 4;     // RegisterRelationWatch
 
 struct CatalogState {
   Oid extension;
   Oid extension_owner;
   Oid namespace_oid;
   // Relation hints, cleared by an invalidation of the relation or a schema.
-  Oid state_table;
   Oid definition_table;
   bool override_looked_up;  // override_table is known (InvalidOid: absent)
   Oid override_table;
@@ -42,11 +41,9 @@ struct CatalogState {
   // (planted in its schema before 0.5.0): not looked at again until an
   // invalidation of it, or of every relation.
   Oid foreign_override;
-  // The state table and probe indexes a shape was derived from (WatchStateTable).
-  Oid watched_state_table;
-  Oid keyed_index;
-  Oid null_key_index;
-  uint64 state_generation;
+  // The relations lower modules watch (RegisterRelationWatch).
+  RelationWatch* watches[kRelationWatches];
+  int nwatches;
   bool facts_valid;
   SchemaFacts facts;
   // The tables the generations count invalidations of.
@@ -61,11 +58,23 @@ CatalogState catalog{};
 
 // Forgets every relation hint: the schema changed, or was renamed or dropped.
 void ForgetRelations() {
-  catalog.state_table = catalog.definition_table = catalog.override_table = InvalidOid;
+  catalog.definition_table = catalog.override_table = InvalidOid;
   catalog.override_looked_up = false;
   catalog.foreign_override = InvalidOid;
   catalog.facts_valid = false;
-  ++catalog.state_generation;
+  for (int i = 0; i < catalog.nwatches; ++i) ++catalog.watches[i]->generation;
+}
+
+// Moves the generation of every watch that holds `relid`.
+void InvalidateWatches(Oid relid) {
+  for (int i = 0; i < catalog.nwatches; ++i) {
+    RelationWatch& watch = *catalog.watches[i];
+    for (Oid watched : watch.relids)
+      if (watched == relid) {
+        ++watch.generation;
+        break;
+      }
+  }
 }
 
 void OnRelcacheInvalidation(Datum arg, Oid relid) {
@@ -76,15 +85,7 @@ void OnRelcacheInvalidation(Datum arg, Oid relid) {
     ++catalog.overrides_generation;
     return;
   }
-  // Judged before any hint is cleared: each test below reads them.
-  bool state_table = relid == catalog.state_table || relid == catalog.facts.state_table ||
-                     relid == catalog.watched_state_table;
-  if (state_table || relid == catalog.keyed_index || relid == catalog.null_key_index)
-    ++catalog.state_generation;
-  if (state_table) {
-    catalog.state_table = InvalidOid;
-    catalog.facts_valid = false;
-  }
+  InvalidateWatches(relid);
   if (relid == catalog.definition_table || relid == catalog.watched_definitions) {
     catalog.definition_table = InvalidOid;
     ++catalog.definitions_generation;
@@ -146,12 +147,16 @@ Oid MemberRelation(const char* name) {
   pg_unreachable();
 }
 
-Oid RequireRelation(const char* name) {
+}  // namespace
+
+Oid RequireMemberRelation(const char* name) {
   Oid relid = MemberRelation(name);
   if (!OidIsValid(relid))
     RaiseMissingRelation(name, "Reinstall the extension, or ALTER EXTENSION ratelimit ADD TABLE it back.");
   return relid;
 }
+
+namespace {
 
 // The extension's owner and schema, from its pg_extension row (there is
 // no syscache of pg_extension before PostgreSQL 16).
@@ -172,7 +177,7 @@ void ReadExtensionRow(Oid extension, Oid* owner, Oid* namespace_oid) {
 }  // namespace
 
 void RegisterCatalogInvalidation() {
-  catalog.state_generation = catalog.definitions_generation = catalog.overrides_generation = 1;
+  catalog.definitions_generation = catalog.overrides_generation = 1;
   CacheRegisterRelcacheCallback(OnRelcacheInvalidation, 0);
   CacheRegisterSyscacheCallback(NAMESPACEOID, OnNamespaceInvalidation, 0);
   CacheRegisterSyscacheCallback(PROCOID, OnFunctionInvalidation, 0);
@@ -192,13 +197,9 @@ Oid ExtensionOid() { return catalog.extension; }
 
 Oid ExtensionNamespace() { return catalog.namespace_oid; }
 
-Oid StateTableOid() {
-  if (!OidIsValid(catalog.state_table)) catalog.state_table = RequireRelation(kStateTableName);
-  return catalog.state_table;
-}
-
 Oid DefinitionTableOid() {
-  if (!OidIsValid(catalog.definition_table)) catalog.definition_table = RequireRelation(kDefinitionTableName);
+  if (!OidIsValid(catalog.definition_table))
+    catalog.definition_table = RequireMemberRelation(kDefinitionTableName);
   return catalog.definition_table;
 }
 
@@ -234,12 +235,10 @@ Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode) {
   }
 }
 
-uint64 StateTableGeneration() { return catalog.state_generation; }
-
-void WatchStateTable(Oid table, Oid keyed, Oid null_key) {
-  catalog.watched_state_table = table;
-  catalog.keyed_index = keyed;
-  catalog.null_key_index = null_key;
+void RegisterRelationWatch(RelationWatch* watch) {
+  if (catalog.nwatches == kRelationWatches) elog(ERROR, "ratelimit: too many relation watches");
+  watch->generation = 1;
+  catalog.watches[catalog.nwatches++] = watch;
 }
 
 const SchemaFacts& CurrentSchemaFacts() {
@@ -249,11 +248,8 @@ const SchemaFacts& CurrentSchemaFacts() {
   const char* schema = get_namespace_name(now.namespace_oid);
   if (schema == nullptr) elog(ERROR, "ratelimit: schema %u not found", now.namespace_oid);
   strlcpy(now.schema, schema, sizeof now.schema);
-  now.state_table = StateTableOid();
-  now.has_idle_at = get_attnum(now.state_table, "idle_at") != InvalidAttrNumber;
   const SchemaFacts& was = catalog.facts;
-  bool same = now.namespace_oid == was.namespace_oid && std::strcmp(now.schema, was.schema) == 0 &&
-              now.state_table == was.state_table && now.has_idle_at == was.has_idle_at;
+  bool same = now.namespace_oid == was.namespace_oid && std::strcmp(now.schema, was.schema) == 0;
   now.version = same ? was.version : was.version + 1;
   catalog.facts = now;
   catalog.facts_valid = true;

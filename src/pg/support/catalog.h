@@ -1,11 +1,13 @@
 // What the extension knows of the catalogs, in one place with one
 // invalidation path (catalog.cpp): the schema a call runs in, the oids of
-// its relations and of the state table's probe indexes, the facts its SQL
-// text is made from, the generations of definitions and overrides, and the
-// called functions' owners. One relcache callback and one syscache
-// callback per catalog keep all of it; the caches other modules derive
-// from it (plans, parsed configs, the state table's shape) carry the
-// generation they were derived in and are redone when it moves.
+// the config tables, the facts SQL text is made from, the generations of
+// definitions and overrides, and the called functions' owners; and, for
+// the relations a lower module knows (a storage's), a generation that
+// moves when any of them is invalidated (RegisterRelationWatch). One
+// relcache callback and one syscache callback per catalog keep all of it;
+// the caches other modules derive from it (plans, parsed configs, a
+// storage's shape of its table) carry the generation they were derived in
+// and are redone when it moves.
 //
 // Nothing here is trusted before a lock: a caller locks the relation, which
 // processes the invalidations other sessions' DDL queued, and then looks
@@ -29,41 +31,47 @@ void SetExtension(Oid extension, Oid owner, Oid extension_namespace);
 Oid ExtensionOid();
 Oid ExtensionNamespace();
 
-// The relations: the extension's members of these names (pg_depend
-// deptype 'e' on its pg_extension row), in its schema, owned by its owner;
-// a same-named relation of anyone else's is never one of them. No lock is
-// taken. The state and definition tables raise (42P01) if missing; the
-// override table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0
+// The extension's member relation called `name` (pg_depend deptype 'e' on
+// its pg_extension row), in its schema, owned by its owner; a same-named
+// relation of anyone else's is never one of them: 42P01 naming it if there
+// is none. No lock is taken.
+Oid RequireMemberRelation(const char* name);
+
+// The config tables, the extension's members of these names
+// (RequireMemberRelation). The definition table raises (42P01) if missing;
+// the override table is InvalidOid before ALTER EXTENSION UPDATE to 0.5.0
 // created it.
-Oid StateTableOid();
 Oid DefinitionTableOid();
 Oid OverrideTableOid();
 // OverrideTableOid for what needs the table (setting or removing an
 // override): 42P01 naming it when there is none.
 Oid RequireOverrideTable();
 
-// Locks the relation `oid_of` finds (StateTableOid, DefinitionTableOid,
-// OverrideTableOid) in `mode`, retrying if the name came to mean another
+// Locks the relation `oid_of` finds (DefinitionTableOid, OverrideTableOid,
+// a storage's) in `mode`, retrying if the name came to mean another
 // relation before the lock was granted (a DROP and CREATE EXTENSION), as
 // RangeVarGetRelidExtended does. Returns its oid; InvalidOid (nothing
 // locked) when oid_of finds none.
 Oid LockCatalogRelation(Oid (*oid_of)(), LOCKMODE mode);
 
-// Changes whenever the state table, either probe index (WatchStateTable:
-// the relations a derivation read) or a schema is invalidated: what a
-// module derived from them in an earlier generation must be derived again.
-uint64 StateTableGeneration();
-void WatchStateTable(Oid table, Oid keyed, Oid null_key);
+// The relations a module watches (InvalidOid: none), which it sets
+// itself: generation moves whenever one of them, every relation or a
+// schema is invalidated, or the extension changes, so that what the module
+// derived from them in an earlier generation is derived again. Registered
+// once, by the module that owns it (at most four modules), and kept for
+// the backend's life.
+struct RelationWatch {
+  Oid relids[4];
+  uint64 generation;
+};
+void RegisterRelationWatch(RelationWatch* watch);
 
-// The facts the SQL statements' text is made from: the schema's name and
-// whether the state table has idle_at (0.1.0 does not: a newer library must
-// work until ALTER EXTENSION UPDATE). version changes whenever they do.
+// The facts SQL text is made from: the schema's name. version changes
+// whenever it does.
 struct SchemaFacts {
   uint64 version;
   Oid namespace_oid;
   char schema[NAMEDATALEN];
-  Oid state_table;
-  bool has_idle_at;
 };
 const SchemaFacts& CurrentSchemaFacts();
 

@@ -272,8 +272,8 @@ inline int MyProcIndex() {
 }
 
 // Gives this process's PGPROC a new local transaction id outside any
-// transaction (memory_guard.cpp's worker, which runs none: its virtual
-// transaction id is what a checkpoint waits on). 17 moved it into vxid.
+// transaction (a background worker that runs none: its virtual transaction
+// id is what a checkpoint waits on). 17 moved it into vxid.
 inline void SetOwnLocalTransactionId(LocalTransactionId lxid) {
 #if PG_VERSION_NUM >= 170000
   MyProc->vxid.lxid = lxid;

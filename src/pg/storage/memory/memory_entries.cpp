@@ -72,8 +72,7 @@ LongHeader* long_header = nullptr;
 Tables TablesOrNull() {
   void* h = nullptr;
   void* lh = nullptr;
-  Tables tables{{AttachSharedTable(SharedTable::kMemoryLimits, &h),
-                 AttachSharedTable(SharedTable::kMemoryLongLimits, &lh)}};
+  Tables tables{{AttachSharedTable(memory_compact_table, &h), AttachSharedTable(memory_long_table, &lh)}};
   header = static_cast<MemoryHeader*>(h);
   long_header = static_cast<LongHeader*>(lh);
   if (tables.of[0] == nullptr || tables.of[1] == nullptr) return Tables{{nullptr, nullptr}};
@@ -140,14 +139,14 @@ ModifyResult TakeRoom(const IdentityKey& key, const Layout& layout, const NewRow
     case NameCount::kEntriesFull:
       return ModifyResult::kNoRoom;
     case NameCount::kNamesFull:
-      return ModifyResult::kNoRoomForNewName;
+      return kNoRoomForNewName;
     case NameCount::kCounted:
       break;
   }
   if (&layout == &kLong && !ReserveSlot(&long_header->slots, PartMost(), room.inline_share)) {
     ReleaseSlot(&header->slots, room.inline_share);
     UncountMemoryName(key.database, key.bytes, key.name_len);
-    return ModifyResult::kNoRoomForLongIdentity;
+    return kNoRoomForLongIdentity;
   }
   return ModifyResult::kDone;
 }

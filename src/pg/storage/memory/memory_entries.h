@@ -101,7 +101,6 @@ static_assert(sizeof(LongEntry) == 296);
 
 // What the code needs of a table's entries.
 struct Layout {
-  SharedTable table;
   int capacity;         // identity bytes
   size_t key_size;      // the first key_size bytes of an entry
   size_t flags_offset;  // inline_share, then keep_prev
@@ -110,13 +109,15 @@ struct Layout {
 };
 
 // inline: one object in every file (their addresses tell the tables apart).
-inline constexpr Layout kCompact = {
-    SharedTable::kMemoryLimits,           kCompactBytes,
-    offsetof(CompactEntry, inline_share), offsetof(CompactEntry, inline_share),
-    offsetof(CompactEntry, row),          sizeof(CompactEntry)};
-inline constexpr Layout kLong = {SharedTable::kMemoryLongLimits,    kIdentityBytes,
-                                 offsetof(LongEntry, inline_share), offsetof(LongEntry, inline_share),
-                                 offsetof(LongEntry, row),          sizeof(LongEntry)};
+inline constexpr Layout kCompact = {kCompactBytes, offsetof(CompactEntry, inline_share),
+                                    offsetof(CompactEntry, inline_share), offsetof(CompactEntry, row),
+                                    sizeof(CompactEntry)};
+inline constexpr Layout kLong = {kIdentityBytes, offsetof(LongEntry, inline_share),
+                                 offsetof(LongEntry, inline_share), offsetof(LongEntry, row),
+                                 sizeof(LongEntry)};
+// The two tables, as DefineStorages registered them (shmem/shared_tables.h).
+inline SharedTable memory_compact_table = kNoSharedTable;
+inline SharedTable memory_long_table = kNoSharedTable;
 inline constexpr const Layout* kLayouts[] = {&kCompact, &kLong};
 
 struct MemoryHeader {

@@ -8,7 +8,7 @@
 namespace ratelimit_pg {
 
 void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
-  CountMemoryFull(call);
+  CountNoRoom(call);
   // An inline config's call is refused by the whole bound or by its half.
   const char* share =
       call.owner_config ? "" : ", or every one of the half that limits called with inline configs may take,";
@@ -18,7 +18,7 @@ void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
                            EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
-  if (why == ModifyResult::kNoRoomForNewName)
+  if (why == kNoRoomForNewName)
     ereport(
         ERROR,
         (errcode(ERRCODE_OUT_OF_MEMORY),
@@ -28,7 +28,7 @@ void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
                    share),
          errhint("Raise ratelimit.memory_max_keys (memory limits may have 1%% of it as names, at least "
                  "10000 or all of it), or use fewer names.")));
-  if (why == ModifyResult::kNoRoomForLongIdentity)
+  if (why == kNoRoomForLongIdentity)
     ereport(ERROR,
             (errcode(ERRCODE_OUT_OF_MEMORY),
              errmsg("no room for memory rate limit \"%.*s\": the entries for a name and key of more than %d "

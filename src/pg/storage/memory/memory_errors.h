@@ -8,6 +8,12 @@
 
 namespace ratelimit_pg {
 
+// The memory storage's parts that can be full (seam.h's kNoRoomInPart on):
+// room for a new name, and for a long identity.
+constexpr ModifyResult kNoRoomForNewName = ModifyResult::kNoRoomInPart;
+constexpr ModifyResult kNoRoomForLongIdentity =
+    static_cast<ModifyResult>(static_cast<int>(ModifyResult::kNoRoomInPart) + 1);
+
 // Storage::raise_no_room: the call's new entry had no room (why: its name's
 // memoryKeys are in use, ratelimit.memory_max_keys, the room for new names
 // or for long identities; counted in ratelimit_stats.memory_full).

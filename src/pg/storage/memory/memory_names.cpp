@@ -27,6 +27,8 @@ struct NamesHeader {
 };
 
 int (*names_most)() = nullptr;
+// The names' table, as DefineMemoryNames registered it.
+SharedTable names_table = kNoSharedTable;
 
 NamesHeader* names_header = nullptr;
 
@@ -51,7 +53,7 @@ void InitNamesHeader(void* memory) {
 
 dshash_table* Names() {
   void* h = nullptr;
-  dshash_table* table = AttachSharedTable(SharedTable::kMemoryNames, &h);
+  dshash_table* table = AttachSharedTable(names_table, &h);
   names_header = static_cast<NamesHeader*>(h);
   return table;
 }
@@ -114,9 +116,9 @@ void UncountMemoryName(Oid database, const char* bytes, int len) {
 
 void DefineMemoryNames(int (*max_names)()) {
   names_most = max_names;
-  DefineSharedTable(SharedTable::kMemoryNames,
-                    SharedTableSpec{"ratelimit_memory_names", sizeof(NameKey), sizeof(NameEntry),
-                                    CompareNames, HashName, sizeof(NamesHeader), InitNamesHeader, max_names});
+  names_table = DefineSharedTable(SharedTableSpec{"ratelimit_memory_names", sizeof(NameKey),
+                                                  sizeof(NameEntry), CompareNames, HashName,
+                                                  sizeof(NamesHeader), InitNamesHeader, max_names});
 }
 
 }  // namespace ratelimit_pg

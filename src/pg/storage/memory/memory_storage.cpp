@@ -205,12 +205,12 @@ void DefineMemoryStorage() {
       "same "
       "half. With shared_preload_libraries = 'ratelimit' it sizes the shared memory at server start.",
       &memory_max_keys, 10000, 1, 100000000, context, 0, nullptr, nullptr, nullptr);
-  DefineSharedTable(SharedTable::kMemoryLimits,
-                    SharedTableSpec{"ratelimit_memory", kCompact.key_size, kCompact.entry_size, CompareKeys,
-                                    HashKey, sizeof(MemoryHeader), InitHeader, MaxKeys});
-  DefineSharedTable(SharedTable::kMemoryLongLimits,
-                    SharedTableSpec{"ratelimit_memory_long", kLong.key_size, kLong.entry_size, CompareKeys,
-                                    HashKey, sizeof(LongHeader), InitLongHeader, PartMost});
+  memory_compact_table =
+      DefineSharedTable(SharedTableSpec{"ratelimit_memory", kCompact.key_size, kCompact.entry_size,
+                                        CompareKeys, HashKey, sizeof(MemoryHeader), InitHeader, MaxKeys});
+  memory_long_table =
+      DefineSharedTable(SharedTableSpec{"ratelimit_memory_long", kLong.key_size, kLong.entry_size,
+                                        CompareKeys, HashKey, sizeof(LongHeader), InitLongHeader, PartMost});
   DefineMemoryNames(PartMost);
 }
 

@@ -1,58 +1,21 @@
-// The installed parts of the extension's tables, recognised by their
-// shape, not their names alone (installed_parts.h): an owner may replace
-// an index or a CHECK under the installed name.
+// The installed parts of the state table, recognised by their shape, not
+// their names alone (installed_parts.h): an owner may replace a CHECK
+// under the installed name.
 #include <cstring>
 
 #include "storage/table/installed_parts.h"
 
-#include "support/catalog.h"
-
 extern "C" {
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "catalog/pg_am.h"
-#include "catalog/pg_index.h"
-#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "nodes/primnodes.h"
 #include "utils/fmgroids.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
 namespace ratelimit_pg {
 namespace {
-
-// Whether an index's predicate is exactly "key IS NULL".
-bool PredicateIsNullKey(Relation index, AttrNumber key) {
-  List* predicate = RelationGetIndexPredicate(index);
-  if (list_length(predicate) != 1 || !IsA(linitial(predicate), NullTest)) return false;
-  auto* test = static_cast<NullTest*>(linitial(predicate));
-  return test->nulltesttype == IS_NULL && IsA(test->arg, Var) &&
-         reinterpret_cast<Var*>(test->arg)->varattno == key;
-}
-
-// Whether `index` is a valid, immediately checked unique btree index of
-// `rel` (an arbiter ON CONFLICT accepts) on exactly `columns` (text
-// columns with the default text opfamily, the shard with the integer one),
-// without expressions, with the predicate "key IS NULL" when null_key,
-// else none: what the row probe's scan keys assume.
-bool IndexAsInstalled(Relation rel, Relation index, const AttrNumber* columns, int ncolumns,
-                      const StateColumns& c, bool null_key) {
-  Form_pg_index form = index->rd_index;
-  if (form->indrelid != RelationGetRelid(rel) || !form->indisunique || !form->indimmediate ||
-      !form->indisvalid || !form->indisready || !form->indislive || index->rd_rel->relam != BTREE_AM_OID ||
-      form->indnatts != ncolumns || form->indnkeyatts != ncolumns ||
-      !heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr))
-    return false;
-  for (int i = 0; i < ncolumns; ++i) {
-    Oid family = columns[i] == c.shard ? INTEGER_BTREE_FAM_OID : TEXT_BTREE_FAM_OID;
-    if (form->indkey.values[i] != columns[i] || index->rd_opfamily[i] != family) return false;
-  }
-  if (null_key) return PredicateIsNullKey(index, c.key);
-  return heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr);
-}
 
 // The CHECK constraint the extension installs (shard >= 0): no owner code.
 constexpr const char* kInstalledShardCheck = "ratelimit_state_shard_check";
@@ -106,16 +69,6 @@ StateColumns FindColumns(Relation rel) {
       if (std::strcmp(NameStr(att->attname), column.name) == 0) *column.attnum = att->attnum;
   }
   return c;
-}
-
-Oid InstalledIndex(Relation rel, const char* name, const AttrNumber* columns, int ncolumns,
-                   const StateColumns& c, bool null_key) {
-  Oid relid = get_relname_relid(name, ExtensionNamespace());
-  if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_INDEX) return InvalidOid;
-  Relation index = index_open(relid, AccessShareLock);
-  bool ok = IndexAsInstalled(rel, index, columns, ncolumns, c, null_key);
-  index_close(index, NoLock);
-  return ok ? relid : InvalidOid;
 }
 
 bool IsInstalledShardCheck(const ConstrCheck& check, AttrNumber shard) {

@@ -1,7 +1,7 @@
-// What the extension installed on its tables, recognised in a relcache
-// entry (installed_parts.cpp): the state table's columns, a unique index as
-// installed, the shard's CHECK and DEFAULT. The state table's shape
-// (state_table.cpp) probes and writes through them; the owner-code checks
+// What the extension installed on the state table, recognised in a
+// relcache entry (installed_parts.cpp): its columns, the shard's CHECK and
+// DEFAULT (its unique indexes: support/owner_code.h's InstalledIndex). The
+// state table's shape (state_table.cpp) probes and writes through them; the owner-code checks
 // (owner_code.cpp) count everything else as the owner's. Internal to the
 // table storage.
 #pragma once
@@ -30,16 +30,6 @@ struct StateColumns {
 
 // The attribute numbers of the state table's columns, from its descriptor.
 StateColumns FindColumns(Relation rel);
-
-// The oid of the index called `name` (found by name, then checked to be
-// one of `rel`'s: only the table's owner can index it) if it is as
-// installed on `columns`: a valid, immediately checked unique btree index
-// (an arbiter ON CONFLICT accepts) on exactly them (text columns with the
-// default text opfamily, the shard with the integer one), without
-// expressions, with the predicate "key IS NULL" when null_key, else none;
-// InvalidOid otherwise.
-Oid InstalledIndex(Relation rel, const char* name, const AttrNumber* columns, int ncolumns,
-                   const StateColumns& c, bool null_key);
 
 // Whether a CHECK constraint is the installed shard check: its name and
 // the shape "shard >= 0" (an owner may have replaced it under the same

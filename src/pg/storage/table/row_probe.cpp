@@ -96,7 +96,7 @@ StoredState StoredStateFromSlot(TupleTableSlot* slot, const StateColumns& c) {
     out.has_idle_at = !idle_is_null;
     if (!idle_is_null) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
   }
-  ItemPointerCopy(&slot->tts_tid, &out.version.tid);
+  out.version = VersionOf(slot->tts_tid);
   return out;
 }
 

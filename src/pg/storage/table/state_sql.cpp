@@ -9,6 +9,7 @@
 
 #include "storage/row_codec.h"
 #include "storage/table/sql_plans.h"
+#include "support/owner_code.h"
 #include "support/catalog.h"
 #include "support/clock.h"
 
@@ -67,9 +68,8 @@ StoredState StoredStateFromTuple(const SPITupleTable* rows, uint64 row, int firs
   out.has_idle_at = !idle_is_null;
   if (!idle_is_null) out.idle_at = UnixFromTimestamptz(DatumGetTimestampTz(idle_at));
   if (with_tid)
-    ItemPointerCopy(
-        reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))),
-        &out.version.tid);
+    out.version = VersionOf(
+        *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(tuple, desc, first + 3, &isnull))));
   return out;
 }
 

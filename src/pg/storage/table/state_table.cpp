@@ -17,9 +17,11 @@
 
 #include "support/catalog.h"
 #include "support/errors.h"
+#include "support/owner_code.h"
 
 extern "C" {
 #include "access/table.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "nodes/nodeFuncs.h"
@@ -33,6 +35,33 @@ extern "C" {
 
 namespace ratelimit_pg {
 namespace {
+
+constexpr const char* kStateTableName = "ratelimit_state";
+
+// The relations the table storage watches (support/catalog.h): [0] the
+// table's oid, looked up; [1] the table a shape was derived from; [2], [3]
+// that shape's probe indexes. hint_generation: the generation the oid in
+// [0] was looked up in.
+RelationWatch state_watch{};
+bool state_watch_registered = false;
+uint64 hint_generation = 0;
+
+RelationWatch& StateWatch() {
+  if (!state_watch_registered) {
+    RegisterRelationWatch(&state_watch);
+    state_watch_registered = true;
+  }
+  return state_watch;
+}
+
+// The relations a shape was derived from: an invalidation of any of them
+// moves the generation.
+void WatchStateTable(Oid table, Oid keyed, Oid null_key) {
+  RelationWatch& watch = StateWatch();
+  watch.relids[1] = table;
+  watch.relids[2] = keyed;
+  watch.relids[3] = null_key;
+}
 
 constexpr const char* kKeyedIndexName = "ratelimit_state_name_key_shard";
 constexpr const char* kNullKeyIndexName = "ratelimit_state_global";
@@ -55,8 +84,10 @@ bool ColumnTypesAsInstalled(Relation rel, const StateColumns& c) {
 Oid CheckedIndex(Relation rel, const char* name, const StateColumns& c, bool null_key) {
   AttrNumber keyed[] = {c.name, c.key, c.shard};
   AttrNumber global[] = {c.name, c.shard};
-  return null_key ? InstalledIndex(rel, name, global, 2, c, true)
-                  : InstalledIndex(rel, name, keyed, 3, c, false);
+  const Oid families[] = {TEXT_BTREE_FAM_OID, TEXT_BTREE_FAM_OID, INTEGER_BTREE_FAM_OID};
+  const Oid global_families[] = {TEXT_BTREE_FAM_OID, INTEGER_BTREE_FAM_OID};
+  return null_key ? InstalledIndex(rel, name, global, global_families, 2, c.key)
+                  : InstalledIndex(rel, name, keyed, families, 3, InvalidAttrNumber);
 }
 
 // Whether the name and key columns compare by their bytes, as the calls'
@@ -164,6 +195,17 @@ const TableShape& ShapeOf(Relation rel) {
 }
 
 }  // namespace
+
+Oid StateTableOid() {
+  RelationWatch& watch = StateWatch();
+  if (OidIsValid(watch.relids[0]) && hint_generation == watch.generation) return watch.relids[0];
+  uint64 generation = watch.generation;
+  watch.relids[0] = RequireMemberRelation(kStateTableName);
+  hint_generation = generation;
+  return watch.relids[0];
+}
+
+uint64 StateTableGeneration() { return StateWatch().generation; }
 
 StateTable OpenStateTable(LOCKMODE mode) {
   Relation rel = table_open(LockCatalogRelation(StateTableOid, mode), NoLock);

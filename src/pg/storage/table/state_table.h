@@ -5,12 +5,15 @@
 // sql_plans.cpp).
 #pragma once
 
+#include <cstring>
+
 #include "storage/seam.h"
 #include "storage/table/installed_parts.h"
 
 extern "C" {
 #include "nodes/execnodes.h"
 #include "nodes/nodes.h"
+#include "storage/itemptr.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
 }
@@ -48,9 +51,33 @@ struct StateTable {
   ExprState* installed_check;
 };
 
+// A row version of the table storage (seam.h's opaque RowVersion): the
+// tuple id where the row was read; all zero bytes read as an invalid one
+// (offset 0).
+static_assert(sizeof(ItemPointerData) <= sizeof(RowVersion::bytes));
+inline ItemPointerData TidOf(const RowVersion& version) {
+  ItemPointerData tid;
+  std::memcpy(&tid, version.bytes, sizeof tid);
+  return tid;
+}
+inline RowVersion VersionOf(const ItemPointerData& tid) {
+  RowVersion version{};
+  std::memcpy(version.bytes, &tid, sizeof tid);
+  return version;
+}
+
+// ratelimit_state, the extension's member of that name
+// (RequireMemberRelation: 42P01 if there is none); no lock is taken.
+Oid StateTableOid();
+// Changes whenever the state table, the probe indexes a shape was derived
+// from, every relation or a schema is invalidated: what was derived from
+// them in an earlier generation (the shape, the statements' plans) must be
+// derived again.
+uint64 StateTableGeneration();
+
 // Opens and locks the state table in `mode`, then looks at it. What does
 // not change between calls (columns, probe indexes, what the table allows)
-// is derived once per state table generation (catalog.h), which any
+// is derived once per StateTableGeneration, which any
 // invalidation of the table or its indexes moves.
 StateTable OpenStateTable(LOCKMODE mode);
 // Ends a step: the relation is closed, its lock kept until the transaction ends.

@@ -69,16 +69,17 @@ StoredState ReadState(const LimitId& id, ReadMode mode) {
 bool UpdateIfUnchanged(const LimitId& id, const StoredState& expected, const RowWrite& row) {
   (void)id;
   StateTable table = OpenStateTable(RowExclusiveLock);
-  bool updated = table.direct_write && ItemPointerIsValid(&expected.version.tid) &&
-                 UpdateRowDirect(table, expected.version.tid, row, false);
+  ItemPointerData tid = TidOf(expected.version);
+  bool updated = table.direct_write && ItemPointerIsValid(&tid) && UpdateRowDirect(table, tid, row, false);
   CloseStateTable(&table);
   return updated;
 }
 
 void UpdateLocked(const LimitId& id, const RowVersion* version, const RowWrite& row) {
   StateTable table = OpenStateTable(RowExclusiveLock);
-  if (table.direct_write && version != nullptr && ItemPointerIsValid(&version->tid)) {
-    if (!UpdateRowDirect(table, version->tid, row, true)) RaiseWriteSkipped();
+  ItemPointerData tid = version != nullptr ? TidOf(*version) : ItemPointerData{};
+  if (table.direct_write && version != nullptr && ItemPointerIsValid(&tid)) {
+    if (!UpdateRowDirect(table, tid, row, true)) RaiseWriteSkipped();
   } else {
     UpdateLockedSql(id, row);
   }
