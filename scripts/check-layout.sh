@@ -264,7 +264,15 @@ if [ -s "$edges" ] && ! tsort "$edges" >/dev/null 2>"$edges.err"; then
   fail "modules of src/pg depend on each other in a cycle:"$'\n'"$(cat "$edges.err")"
 fi
 
-[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds; no storage (${#STORAGE_NAMES[@]}: ${STORAGE_NAMES[*]%%:*}) named outside its folder"
+# No source file over MAX_LINES lines: a file that grows past it holds two
+# concerns, and is split by them (docs/internals.md's code layout).
+MAX_LINES=450
+while IFS= read -r file; do
+  lines=$(wc -l <"$file")
+  [ "$lines" -le $MAX_LINES ] || fail "$file has $lines lines, over $MAX_LINES: split it by concern"
+done < <(find src -name '*.cpp' -o -name '*.h' | sort)
+
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds; no storage (${#STORAGE_NAMES[@]}: ${STORAGE_NAMES[*]%%:*}) named outside its folder; no file over $MAX_LINES lines"
 [ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
 
 # The check can fail: each of these plants, in a copy of src/, must be found.
@@ -300,5 +308,6 @@ plant "memory storage's type outside it" src/pg/shmem/stats.cpp 'struct MemoryHe
 plant "the state table named outside the table storage" src/pg/config/config_rows.cpp 'const char* kStray = "ratelimit_state";' "named outside src/pg/storage/table"
 plant "table storage header outside it" src/pg/support/catalog.h '// see storage/table/state_table.h' "named outside src/pg/storage/table"
 plant "storage folder without its names" src/pg/storage/unlogged/unlogged_storage.h '#pragma once' "no entry in check-layout.sh's STORAGE_NAMES"
-[ $status -eq 0 ] && echo "check-layout: the self-test's 18 planted faults were each found"
+plant "file over 450 lines" src/core/too_long.h "$(printf '#pragma once'; printf '\n// a line%.0s' $(seq 1 451))" "over 450: split it"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 19 planted faults were each found"
 exit $status
