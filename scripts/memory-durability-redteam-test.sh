@@ -190,9 +190,13 @@ standby_own_entries_crowd_out_redo() {
   start_standby
   # The standby's own callers: 20 keys under an inline config, its inline half.
   standby -c "SELECT count(*) FROM generate_series(1, 20) g, ratelimit_limit('rt-own', g::text, '$CFG')" >/dev/null
-  psql_value -c "SELECT count(*) FROM generate_series(1, 5) g, ratelimit_limit('rt', 'e' || g, '$CFG', 10)" >/dev/null
+  # In a transaction that takes an xid: its commit flushes the records, so
+  # the standby is sent them before the primary is killed (without a write,
+  # the WAL writer flushes them within wal_writer_delay, which the kill
+  # below can beat: the flush position read here was then still before them).
+  psql_value -c "SELECT count(*) FROM generate_series(1, 5) g, ratelimit_limit('rt', 'e' || g, '$CFG', 10); SELECT txid_current()" >/dev/null
   local lsn _
-  lsn=$(psql_value -c "SELECT pg_current_wal_flush_lsn()")
+  lsn=$(psql_value -c "SELECT pg_current_wal_insert_lsn()")
   for _ in $(seq 1 300); do
     [ "$(standby -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && break
     sleep 0.1
