@@ -41,6 +41,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source scripts/memory-durability/standby.sh
 CLUSTER_DIR=""
 require_server_program "$PG_BINDIR/pg_basebackup" "the standby of B" || exit 1
 failed=0
@@ -83,26 +84,10 @@ worker_ended_then_checkpoint_then_crash() {
 }
 
 # B. A standby promoted at its recovery target, crashed before its worker ran.
-STANDBY_DIR=""
-stop_standby() {
-  [ -n "$STANDBY_DIR" ] && [ -d "$STANDBY_DIR" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$STANDBY_DIR")" -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$STANDBY_DIR"
-  STANDBY_DIR=""
-}
-standby() { PGHOST=$STANDBY_DIR PGPORT=5433 psql_value "$@"; }
-start_standby() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$STANDBY_DIR")" -l "$(server_path "$STANDBY_DIR")/server.log" \
-    -w start -o "$(cat "$STANDBY_DIR/server.opts")" >/dev/null
-}
-
+# The standby's helpers: scripts/memory-durability/standby.sh.
 standby_promoted_at_target_then_crash() {
   psql_value -c "SELECT ratelimit_limit('rt', 'b', '$CFG', 10)" >/dev/null
-  STANDBY_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-standby.XXXXXX")
-  chmod 755 "$STANDBY_DIR"
-  chown_to_cluster_user "$STANDBY_DIR"
-  as_cluster_user "$PG_BINDIR/pg_basebackup" -h "$(server_path "$CLUSTER_DIR")" -p 5432 -U postgres \
-    -D "$(data_dir "$STANDBY_DIR")" -R -X stream >/dev/null
+  make_standby
   local target _
   target=$(psql_value -c "SELECT pg_current_wal_insert_lsn()")
   psql_value -c "SELECT pg_switch_wal()" >/dev/null
@@ -181,12 +166,7 @@ standby_own_entries_crowd_out_redo() {
                -c ratelimit.memory_max_keys=40 -c wal_level=replica -c max_wal_senders=4)
   start_cluster "${small[@]}" >/dev/null
   psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
-  STANDBY_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-standby.XXXXXX")
-  chmod 755 "$STANDBY_DIR"
-  chown_to_cluster_user "$STANDBY_DIR"
-  as_cluster_user "$PG_BINDIR/pg_basebackup" -h "$(server_path "$CLUSTER_DIR")" -p 5432 -U postgres \
-    -D "$(data_dir "$STANDBY_DIR")" -R -X stream >/dev/null
-  echo "-c listen_addresses='' -k $(server_path "$STANDBY_DIR") -p 5433 ${small[*]}" >"$STANDBY_DIR/server.opts"
+  make_standby "${small[@]}"
   start_standby
   # The standby's own callers: 20 keys under an inline config, its inline half.
   standby -c "SELECT count(*) FROM generate_series(1, 20) g, ratelimit_limit('rt-own', g::text, '$CFG')" >/dev/null

@@ -43,6 +43,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source scripts/memory-durability/standby.sh
 CLUSTER_DIR=""
 require_server_program "$PG_BINDIR/pgbench" "the loads of b and c" || exit 1
 require_server_program "$PG_BINDIR/pg_basebackup" "the standby of c" || exit 1
@@ -179,27 +180,7 @@ postmaster_killed_under_load() {
 }
 
 # c. A streaming standby, and a failover to it.
-STANDBY_DIR=""
-stop_standby() {
-  [ -n "$STANDBY_DIR" ] && [ -d "$STANDBY_DIR" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$STANDBY_DIR")" -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$STANDBY_DIR"
-  STANDBY_DIR=""
-}
-# Makes a standby of the cluster in STANDBY_DIR (port 5433) with options $@.
-make_standby() {
-  STANDBY_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-standby.XXXXXX")
-  chmod 755 "$STANDBY_DIR"
-  chown_to_cluster_user "$STANDBY_DIR"
-  as_cluster_user "$PG_BINDIR/pg_basebackup" -h "$(server_path "$CLUSTER_DIR")" -p 5432 -U postgres \
-    -D "$(data_dir "$STANDBY_DIR")" -R -X stream >/dev/null
-  echo "-c listen_addresses='' -k $(server_path "$STANDBY_DIR") -p 5433 $*" >"$STANDBY_DIR/server.opts"
-}
-start_standby() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$STANDBY_DIR")" -l "$(server_path "$STANDBY_DIR")/server.log" \
-    -w start -o "$(cat "$STANDBY_DIR/server.opts")" >/dev/null
-}
-standby() { PGHOST=$STANDBY_DIR PGPORT=5433 psql_value "$@"; }
+# The standby's helpers: scripts/memory-durability/standby.sh.
 
 standby_without_library_is_refused() {
   make_standby -c wal_level=replica
