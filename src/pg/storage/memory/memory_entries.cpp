@@ -287,10 +287,7 @@ uint64 NewIncarnation() { return pg_atomic_add_fetch_u64(&header->incarnations, 
 // epoch covers (memory_guard.cpp).
 void LogWrite(void* entry, const Layout& layout) {
   uint32 epoch = pg_atomic_read_u32(&header->log_epoch);
-  XLogRecPtr end = LogMemoryEntry(RecordOf(entry, layout));
-  // An abort's refund: no commit of this transaction will ask for the
-  // flush, so ask for it as an asynchronous commit does.
-  if (!IsTransactionState()) XLogSetAsyncXactLSN(end);
+  (void)LogMemoryEntry(RecordOf(entry, layout));  // flushed as memory_wal.cpp's Insert says
   uint8* flags = FlagsIn(entry, layout);
   flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));
 }

@@ -28,8 +28,10 @@ extern "C" {
 namespace ratelimit_pg {
 namespace {
 
-// How often the worker looks for a new redo point: the most a checkpoint
-// waits for it, beside the time it takes to log the entries.
+// How often the worker looks for a new redo point (the most a checkpoint
+// waits for it, beside the time it takes to log the entries) and flushes the
+// memory limits' records no commit flushed (memory_wal.cpp's Insert): the
+// most a crash loses of them, beside the flush's own time.
 constexpr long kLookMs = 50;
 
 // The redo point after which every live entry has a record (invalid: none
@@ -136,6 +138,7 @@ void ratelimit_memory_guard_main(Datum) {
       ratelimit_pg::Cover(redo);
       continue;  // moves on at the next look, if no checkpoint began meanwhile
     }
+    if (!RecoveryInProgress()) ratelimit_pg::FlushMemoryWal();
     (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ratelimit_pg::kLookMs,
                     PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);

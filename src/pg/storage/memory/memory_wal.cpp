@@ -22,11 +22,21 @@ const config_enum_entry kDurabilityOptions[] = {
 
 int durability = kDurabilityWal;
 
-// Appends the record's data and inserts it.
+// Appends the record's data and inserts it, out of the transaction's
+// account: XactLastRecEnd is put back, so a commit without an xid does not
+// take the record for its own WAL and wake the WAL writer (every commit of
+// a busy server would; measured in bench/README.md, issue 38). The record
+// is flushed by the next commit that flushes (any flush covers the WAL
+// before it: a commit with an xid under synchronous_commit = on flushes its
+// own decisions with its commit record), else within 50 ms by the
+// durability worker (memory_guard.cpp's kLookMs, FlushMemoryWal).
 XLogRecPtr Insert(uint8 type, const char* data, int len) {
+  XLogRecPtr transaction_end = XactLastRecEnd;
   XLogBeginInsert();
   XLogRegisterData(const_cast<char*>(data), len);
-  return XLogInsert(static_cast<RmgrId>(kMemoryRmgrId), type);
+  XLogRecPtr end = XLogInsert(static_cast<RmgrId>(kMemoryRmgrId), type);
+  XactLastRecEnd = transaction_end;
+  return end;
 }
 
 }  // namespace
@@ -73,6 +83,11 @@ void LogMemoryForgetDatabase(Oid database) {
   // Written at the drop's commit, after its commit record: flushed now, so
   // that a crash right after the drop cannot bring its entries back.
   XLogFlush(end);
+}
+
+void FlushMemoryWal() {
+  XLogRecPtr inserted = GetXLogInsertRecPtr();
+  if (inserted > GetFlushRecPtr(nullptr)) XLogFlush(inserted);
 }
 
 }  // namespace ratelimit_pg

@@ -46,5 +46,8 @@ XLogRecPtr LogMemoryEntry(const MemoryRecord& record);
 void LogMemoryDelete(const MemoryRecord& identity);
 // Logs that every entry of `database` was removed.
 void LogMemoryForgetDatabase(Oid database);
+// Flushes the WAL inserted so far (the worker's, every look): the records
+// no commit flushed, as Insert leaves them to it.
+void FlushMemoryWal();
 
 }  // namespace ratelimit_pg
