@@ -35,6 +35,9 @@
 #   i. A clean restart reads the shutdown's file back and keeps it (the
 #      base file) until the worker has logged every entry: a crash right
 #      after the start keeps every memory limit; then the file is gone.
+#   j. A grant in a transaction without an xid, which no commit flushes, is
+#      flushed by the durability worker (polled for up to 10 s, wal_level =
+#      minimal so that no standby snapshot flushes it instead).
 #
 # Needs the extension installed (make install), pgbench, pg_basebackup. With
 # RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
@@ -378,6 +381,28 @@ clean_restart_then_crash() {
   [ "$failed" = 1 ] || echo "ok - i: a clean restart keeps memory limits through the base file, and a crash right after it too"
 }
 
+# j. A grant in a transaction without an xid: no commit flushes its
+# record (memory_wal.cpp inserts it out of the transaction's account); the
+# durability worker does, within its 50 ms look. Polled for up to 10 s, so
+# a slow machine does not fail it, on a cluster of its own with wal_level =
+# minimal: there the background writer logs no standby snapshot (whose
+# flush, every 15 s, would flush the record too), and nothing else flushes.
+grant_flushed_without_commit() {
+  new_cluster -c wal_level=minimal -c max_wal_senders=0
+  local row ok no_xid inserted flushed _
+  row=$(psql_value -F ' ' -c "SELECT (ratelimit_limit('yearly', 'j', '$YEARLY_CFG', 4)).ok, txid_current_if_assigned() IS NULL, pg_current_wal_insert_lsn()")
+  read -r ok no_xid inserted <<<"$row"
+  [ "$ok" = t ] && [ "$no_xid" = t ] || { fail "j: the grant was refused or took an xid: $row"; return; }
+  for _ in $(seq 1 100); do
+    flushed=$(psql_value -c "SELECT pg_current_wal_flush_lsn() >= '$inserted'::pg_lsn")
+    [ "$flushed" = t ] && break
+    sleep 0.1
+  done
+  [ "$flushed" = t ] || fail "j: the grant's record (before $inserted) was not flushed 10 s later"
+  [ "$failed" = 1 ] || echo "ok - j: a grant no commit flushes is flushed by the worker"
+  stop_cluster
+}
+
 # h. No worker.
 no_worker_refuses_writes() {
   stop_cluster
@@ -394,7 +419,7 @@ no_worker_refuses_writes() {
 
 trap 'end_load; stop_standby; stop_cluster' EXIT
 # DURABILITY_CASES (default: all) runs some of the cases, in order.
-CASES=${DURABILITY_CASES:-a b c d e f g h i}
+CASES=${DURABILITY_CASES:-a b c d e f g h i j}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 if wants a || wants b || wants c; then
   new_cluster
@@ -403,6 +428,7 @@ if wants a || wants b || wants c; then
   wants c && failover_continues_memory_limits
   stop_cluster
 fi
+wants j && grant_flushed_without_commit
 if wants d || wants e || wants f || wants g || wants i; then
   new_cluster
   wants d && crash_during_recovery
