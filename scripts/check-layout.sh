@@ -35,6 +35,11 @@
 #     below: its folder's headers, its identifiers, its table), in code or
 #     comments, but those STORAGE_NAME_EXCEPTIONS lists with their reason;
 #     every folder under src/pg/storage has its entry in STORAGE_NAMES;
+#   - the core knows no storage: no file of src/core names a config's
+#     storage options (CORE_STORAGE_WORDS below: "storage", "on_rollback",
+#     "memoryKeys" and the adapter's names for them), in code or comments;
+#     the adapter keeps them beside the core's config (StorageOptions in
+#     support/limit_call.h) and checks them (config/config_json.cpp);
 #   - every name or key an error quotes with %.*s is cut by the one echo
 #     helper, EchoLength (errors.h): a statement of src/pg with n %.*s in its
 #     strings calls EchoLength( at least n times, so no raw cut such as
@@ -65,6 +70,10 @@ STORAGE_NAME_EXCEPTIONS=(
 # search: memory_full (ratelimit_stats' released column, counted for any
 # storage) and PostgreSQL's MemoryContext and MemoryChunk names.
 STORAGE_NAME_NOT_OURS='\bmemory_full\b|\bMemory(Context|Chunk)\w*'
+
+# The storage options' names (the JSON fields, the adapter's fields, read
+# as members too, and its type), which no file of src/core may say.
+CORE_STORAGE_WORDS='"storage"|\.storage\b|on_rollback|[Mm]emory_?[Kk]eys|name_rows|StorageOptions'
 
 # The adapter's pure pieces: no PostgreSQL, compiled into core_tests too.
 PURE="src/pg/decide/grant_records.h src/pg/shmem/quota_rule.h"
@@ -219,6 +228,11 @@ for entry in "${STORAGE_NAMES[@]}"; do
   [ -z "$named" ] || fail "the $storage storage's own names are named outside src/pg/storage/$storage (reach it through storage/seam.h):"$'\n'"$named"
 done
 
+# The core: no storage option named in any of its files.
+mapfile -t core_files < <(find src/core -name '*.cpp' -o -name '*.h' | sort)
+optioned=$(grep -n -E -- "$CORE_STORAGE_WORDS" "${core_files[@]}" || true)
+[ -z "$optioned" ] || fail "src/core names a storage option (the adapter's: support/limit_call.h's StorageOptions):"$'\n'"$optioned"
+
 # Kinds: their names from their tables (const KindOps kXKind = {"name", ...),
 # each a pattern matching any spelling of its words; then every file of
 # src/ outside src/core/kinds searched for them and for a kind's switch.
@@ -272,7 +286,7 @@ while IFS= read -r file; do
   [ "$lines" -le $MAX_LINES ] || fail "$file has $lines lines, over $MAX_LINES: split it by concern"
 done < <(find src -name '*.cpp' -o -name '*.h' | sort)
 
-[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds; no storage (${#STORAGE_NAMES[@]}: ${STORAGE_NAMES[*]%%:*}) named outside its folder; no file over $MAX_LINES lines"
+[ $status -eq 0 ] && echo "check-layout: $(echo src/core/*.cpp src/core/kinds/*.cpp "${pg_cpp[@]}" | wc -w) source files, each with its module's header; includes name their folder; no dependency cycle between modules or folders; no folder includes one above it ($ORDER); the pure pieces include no PostgreSQL; every %.*s cut by EchoLength; no kind (${#kind_names[@]}: ${kind_names[*]}) named or switched on outside src/core/kinds; no storage (${#STORAGE_NAMES[@]}: ${STORAGE_NAMES[*]%%:*}) named outside its folder; no storage option named in src/core; no file over $MAX_LINES lines"
 [ $status -eq 0 ] && [ -z "${CHECK_LAYOUT_ROOT:-}" ] || exit $status
 
 # The check can fail: each of these plants, in a copy of src/, must be found.
@@ -308,6 +322,7 @@ plant "memory storage's type outside it" src/pg/shmem/stats.cpp 'struct MemoryHe
 plant "the state table named outside the table storage" src/pg/config/config_rows.cpp 'const char* kStray = "ratelimit_state";' "named outside src/pg/storage/table"
 plant "table storage header outside it" src/pg/support/catalog.h '// see storage/table/state_table.h' "named outside src/pg/storage/table"
 plant "storage folder without its names" src/pg/storage/unlogged/unlogged_storage.h '#pragma once' "no entry in check-layout.sh's STORAGE_NAMES"
+plant "storage option in the core" src/core/types.h '// "memoryKeys": the most rows a name may hold.' "src/core names a storage option"
 plant "file over 450 lines" src/core/too_long.h "$(printf '#pragma once'; printf '\n// a line%.0s' $(seq 1 451))" "over 450: split it"
-[ $status -eq 0 ] && echo "check-layout: the self-test's 19 planted faults were each found"
+[ $status -eq 0 ] && echo "check-layout: the self-test's 20 planted faults were each found"
 exit $status

@@ -88,6 +88,29 @@ SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 1, "period": 1000, "maxReserved": 2}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": "365 days", "capacity": 1000}') $$);
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1e-320, "period": 1000, "capacity": 0}') $$);
+-- The storage options, checked by the adapter (the core never sees them):
+-- "memoryKeys" a whole number from 1 to 100000000 (22023, its message and
+-- detail), checked before whether the storage takes it, for every storage.
+CREATE FUNCTION pg_temp.try_detail(query text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+  message text;
+  detail text;
+BEGIN
+  EXECUTE query;
+  RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+  RETURN SQLSTATE || ': ' || message || ' / ' || detail;
+END $f$;
+SELECT pg_temp.try_detail($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "memoryKeys": 0}') $$);
+SELECT pg_temp.try_detail($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "storage": "table", "memoryKeys": 2.5}') $$);
+SELECT pg_temp.try_detail($$ SELECT ratelimit_define('e', '{"kind": "token bucket", "rate": 1, "period": 1000, "storage": "memory", "memoryKeys": 100000001}') $$);
+SELECT pg_temp.try_detail($$ SELECT ratelimit_define('e', '{"kind": "token bucket", "rate": 1, "period": 1000, "storage": "memory", "memoryKeys": -1}') $$);
+-- After the checks of each core field, before those of the fields together.
+SELECT pg_temp.try_detail($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 0, "period": 1000, "memoryKeys": 0}') $$);
+SELECT pg_temp.try_detail($$ SELECT ratelimit_limit('e', 'k', '{"kind": "sliding window", "rate": 1, "period": 1000, "capacity": 2, "memoryKeys": 0}') $$);
+-- In range, but the table storage does not bound a name's rows.
+SELECT pg_temp.try_detail($$ SELECT ratelimit_limit('e', 'k', '{"kind": "token bucket", "rate": 1, "period": 1000, "memoryKeys": 3}') $$);
 -- JSON null means the field is absent.
 SELECT ok, remaining FROM ratelimit_limit('e-null', 'k', '{"kind": "token bucket", "rate": 2, "period": 1000, "capacity": null, "start": null}');
 SELECT pg_temp.try($$ SELECT ratelimit_limit('e', 'k', '{"kind": null, "rate": 1, "period": 1000}') $$);

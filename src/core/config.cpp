@@ -109,10 +109,6 @@ Status ValidateConfigFields(const LimitConfig& config) noexcept {
   if (config.has_jitter && !config.jitter_is_period && (config.jitter <= 0 || config.jitter > kHorizonMicros))
     return Invalid("Use true for up to one period, or a positive duration.",
                    "config field \"jitter\" must be a positive duration");
-  if (config.has_name_rows &&
-      !(config.name_rows >= 1 && config.name_rows <= 1e8 && config.name_rows == std::floor(config.name_rows)))
-    return Invalid("A whole number of keys from 1 to 100000000.",
-                   "config field \"memoryKeys\" must be a whole number from 1 to 100000000");
   return Status{};
 }
 

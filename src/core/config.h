@@ -15,8 +15,8 @@ __attribute__((format(printf, 2, 3))) Status Invalid(const char* detail, const c
 // Checks a parsed config: required fields, ranges, fields that do not apply
 // to the kind, and that refilling from empty to full fits in the horizon.
 // ValidateConfigFields, then ValidateConfigCombination; between the two,
-// the adapter checks the fields its storages differ in ("memoryKeys",
-// "on_rollback"), which the core does not know.
+// the adapter checks what it adds to a config beside these fields, which
+// the core does not know.
 Status ValidateConfig(const LimitConfig& config) noexcept;
 // Each field alone: required fields and ranges.
 Status ValidateConfigFields(const LimitConfig& config) noexcept;

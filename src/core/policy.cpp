@@ -35,8 +35,7 @@ bool SameJitter(const LimitConfig& a, const LimitConfig& b) {
 bool SameLimit(const LimitConfig& a, const LimitConfig& b) noexcept {
   return a.kind == b.kind && a.rate == b.rate && a.period == b.period && Capacity(a) == Capacity(b) &&
          SameReserve(a, b) && SameStart(a, b) && a.shards == b.shards && SameJitter(a, b) &&
-         a.shadow == b.shadow && a.storage == b.storage && a.keep_on_rollback == b.keep_on_rollback &&
-         a.has_name_rows == b.has_name_rows && (!a.has_name_rows || a.name_rows == b.name_rows);
+         a.shadow == b.shadow;
 }
 
 LimitState StateWithTokens(const LimitConfig& to, Micros to_origin, Micros eff, double tokens) noexcept {

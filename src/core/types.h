@@ -50,11 +50,6 @@ struct LimitConfig {
   bool jitter_is_period = false;  // "jitter": true: up to one period
   Micros jitter = 0;              // else the most random delay added to a refusal's retry time
   bool shadow = false;            // "shadow": true: refusals are only counted, the call is granted
-  // "storage": which storage keeps the rows, as the adapter numbers them (0: the default).
-  int storage = 0;
-  bool keep_on_rollback = false;  // "on_rollback": "keep": a grant outlives its rollback (where it can)
-  bool has_name_rows = false;     // "memoryKeys": the most rows the name may hold (where they are bounded)
-  double name_rows = 0;
 };
 
 constexpr int kMaxShards = 1024;

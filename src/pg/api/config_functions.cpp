@@ -23,12 +23,12 @@ namespace {
 
 // The config (name, key) uses now without an override of its own: the
 // definition, or nullptr when calls pass inline configs only.
-const LimitConfig* ConfigWithoutOverride(text* name, LimitConfig* buffer) {
+const LimitSettings* ConfigWithoutOverride(text* name, LimitSettings* buffer) {
   return LookupDefinedConfig(name, buffer) ? buffer : nullptr;
 }
 
 // The key's override as stored now, parsed; nullptr if it has none.
-const LimitConfig* StoredOverride(const LimitId& id, LimitConfig* buffer) {
+const LimitSettings* StoredOverride(const LimitId& id, LimitSettings* buffer) {
   Jsonb* stored = ReadOverrideConfig(id.name_text, id.key_text);
   if (stored == nullptr) return nullptr;
   ParseConfigJsonb(stored, buffer);
@@ -42,13 +42,13 @@ Datum Define(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, -1);
   RequireNotNull(fcinfo, 1, "config");
   Jsonb* config = PG_GETARG_JSONB_P(1);
-  LimitConfig parsed;
+  LimitSettings parsed;
   ParseConfigJsonb(config, &parsed);
   Oid previous_sql_role = EnterCallContext(fcinfo);
   // Changes of one name's definition wait for each other: each carries the
   // rows over from the config it replaces.
   LockDefinitionChanges();
-  LimitConfig previous;
+  LimitSettings previous;
   bool was_defined = LookupDefinedConfig(id.name_text, &previous);
   ApplyConfigChange(id.name_text, nullptr, was_defined ? &previous : nullptr, &parsed);
   NoteConfigChange(&id);
@@ -65,13 +65,13 @@ Datum Override(FunctionCallInfo fcinfo) {
   RequireNotNull(fcinfo, 2, "config");
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   Jsonb* config = PG_GETARG_JSONB_P(2);
-  LimitConfig parsed;
+  LimitSettings parsed;
   ParseConfigJsonb(config, &parsed);
   Oid previous_sql_role = EnterCallContext(fcinfo);
   LockOverrideChanges();
-  LimitConfig override_buffer;
-  LimitConfig definition_buffer;
-  const LimitConfig* from = StoredOverride(id, &override_buffer);
+  LimitSettings override_buffer;
+  LimitSettings definition_buffer;
+  const LimitSettings* from = StoredOverride(id, &override_buffer);
   if (from == nullptr) from = ConfigWithoutOverride(id.name_text, &definition_buffer);
   ApplyConfigChange(id.name_text, id.key_text, from, &parsed);
   NoteConfigChange(&id);
@@ -88,9 +88,9 @@ Datum Unoverride(FunctionCallInfo fcinfo) {
   LimitId id = IdFromArgs(fcinfo, 0, 1);
   Oid previous_sql_role = EnterCallContext(fcinfo);
   LockOverrideChanges();
-  LimitConfig override_buffer;
-  LimitConfig definition_buffer;
-  const LimitConfig* from = StoredOverride(id, &override_buffer);
+  LimitSettings override_buffer;
+  LimitSettings definition_buffer;
+  const LimitSettings* from = StoredOverride(id, &override_buffer);
   if (from != nullptr)
     ApplyConfigChange(id.name_text, id.key_text, from,
                       ConfigWithoutOverride(id.name_text, &definition_buffer));

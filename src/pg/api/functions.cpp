@@ -101,8 +101,8 @@ Datum CheckLimit(FunctionCallInfo fcinfo) { return DecisionDatum(fcinfo, DecideL
 // Whether the owner's config of the limit (the key's override, else the
 // definition) keeps it in a storage usable read-only.
 bool OwnerStorageUsableReadOnly(const LimitId& id) {
-  LimitConfig config;
-  return OwnerConfigOf(id, &config) && StorageFor(config).usable_read_only;
+  LimitSettings config;
+  return OwnerConfigOf(id, &config) && StorageFor(config.options).usable_read_only;
 }
 
 // Deletes the limit from every storage. In a read-only transaction only

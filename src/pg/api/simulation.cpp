@@ -117,7 +117,7 @@ void EncodeSimulated(const Arrival& arrival, const Decision& decision, Datum* va
 int SimulateFromArgs(FunctionCallInfo fcinfo, Arrival** arrivals_out, Decision** decisions_out) {
   RequireNotNull(fcinfo, kConfigArg, "config");
   RequireNotNull(fcinfo, kArrivalsArg, "arrivals");
-  LimitConfig config;
+  LimitSettings config;
   InlineConfig(PG_GETARG_JSONB_P(kConfigArg), &config);
   ApplyStorageRules(&config);
   RaiseIfInvalid(ratelimit::ValidateSimulatedConfig(config));

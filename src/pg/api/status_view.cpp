@@ -38,7 +38,7 @@ void PutStatusRow(const KeyedRow& row, void* context) {
   values[0] = PointerGetDatum(row.id.name_text);
   values[1] = PointerGetDatum(row.id.key_text);
   values[2] = Int16GetDatum(static_cast<int16>(row.id.shard));
-  LimitConfig config;
+  LimitSettings config;
   if (AppliedOwnerConfig(row.id, &config)) {
     LimitConfig per_row = ratelimit::RowConfig(config);
     Micros origin = ratelimit::WindowOrigin(config, row.id.name, row.id.name_len, row.id.key, row.id.key_len);

@@ -39,7 +39,7 @@ struct CacheEntry {
   int key_len;
   char* key;     // in cache_context
   bool defined;  // named entries: false for a name without a definition
-  LimitConfig config;
+  LimitSettings config;
   // Inline entries: a request found valid for this config as a call alone
   // uses it (no definition, no override: CheckedAlone), and whether it is a
   // shadow refusal that can never fit; validation is a function of the two.
@@ -81,7 +81,7 @@ CacheEntry* FindEntry(EntryKind kind, const char* key, int len, uint64 generatio
 }
 
 // Caches a config; the entry, or nullptr for a key too long to cache.
-CacheEntry* Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitConfig& config,
+CacheEntry* Remember(EntryKind kind, const char* key, int len, uint64 generation, const LimitSettings& config,
                      bool defined = true) {
   if (len > kMaxCachedKeyBytes) return nullptr;
   if (cache_context == nullptr)
@@ -103,18 +103,18 @@ CacheEntry* Remember(EntryKind kind, const char* key, int len, uint64 generation
 
 // Where a config not cached (a key too long) is kept until the next lookup
 // of its kind.
-LimitConfig uncached_inline;
-LimitConfig uncached_named;
+LimitSettings uncached_inline;
+LimitSettings uncached_named;
 
 // The parsed inline config: its cache entry's (*entry: the entry), or, if
 // too long to cache, parsed anew (*entry nullptr).
-const LimitConfig* InlineConfigOf(Jsonb* config, SpiConnection* spi, CacheEntry** entry) {
+const LimitSettings* InlineConfigOf(Jsonb* config, SpiConnection* spi, CacheEntry** entry) {
   const char* bytes = VARDATA_ANY(config);
   int len = VARSIZE_ANY_EXHDR(config);
   *entry = FindEntry(EntryKind::kInline, bytes, len, 0);
   if (*entry != nullptr) return &(*entry)->config;
   NeedSpi(spi);
-  LimitConfig parsed{};
+  LimitSettings parsed{};
   ParseConfigJsonb(config, &parsed);  // raises on a bad config: nothing is cached
   *entry = Remember(EntryKind::kInline, bytes, len, 0, parsed);
   if (*entry != nullptr) return &(*entry)->config;
@@ -136,13 +136,21 @@ const LimitConfig* InlineConfigOf(Jsonb* config, SpiConnection* spi, CacheEntry*
   pg_unreachable();
 }
 
-}  // namespace
-
-void ApplyStorageRules(LimitConfig* config) {
-  if (!StorageFor(*config).keeps_shards) config->shards = 1;
+// A config its owner set as calls apply it (ratelimit::OwnerBounded), its
+// storage options kept.
+LimitSettings OwnerBoundedSettings(const LimitSettings& owner) {
+  LimitSettings bounded = owner;
+  static_cast<LimitConfig&>(bounded) = ratelimit::OwnerBounded(owner);
+  return bounded;
 }
 
-void InlineConfig(Jsonb* config, LimitConfig* out, SpiConnection* spi) {
+}  // namespace
+
+void ApplyStorageRules(LimitSettings* config) {
+  if (!StorageFor(config->options).keeps_shards) config->shards = 1;
+}
+
+void InlineConfig(Jsonb* config, LimitSettings* out, SpiConnection* spi) {
   CacheEntry* entry = nullptr;
   *out = *InlineConfigOf(config, spi, &entry);
 }
@@ -152,11 +160,11 @@ namespace {
 // A name's definition, cached until the definitions generation moves
 // (`generation`, read before the lookup: a change during it makes the entry
 // miss next time); nullptr for a name without one.
-const LimitConfig* NamedConfig(const LimitId& id, uint64 generation, SpiConnection* spi = nullptr) {
+const LimitSettings* NamedConfig(const LimitId& id, uint64 generation, SpiConnection* spi = nullptr) {
   if (const CacheEntry* cached = FindEntry(EntryKind::kNamed, id.name, id.name_len, generation))
     return cached->defined ? &cached->config : nullptr;
   NeedSpi(spi);
-  LimitConfig config{};
+  LimitSettings config{};
   bool defined = LookupDefinedConfig(id.name_text, &config);
   // An undefined name is remembered too: inline calls ask on every call.
   const CacheEntry* made = Remember(EntryKind::kNamed, id.name, id.name_len, generation, config, defined);
@@ -190,30 +198,30 @@ void LockConfigTables() {
 // own). Returns the inline config's cache entry when the call's config is
 // that config alone (no definition, no override), else nullptr.
 CacheEntry* ResolveFromCaches(LimitCall* call, uint64 definitions, SpiConnection* spi) {
-  const LimitConfig* defined = NamedConfig(call->id, definitions, spi);
+  const LimitSettings* defined = NamedConfig(call->id, definitions, spi);
   bool has_definition = defined != nullptr;
-  LimitConfig overridden;
+  LimitSettings overridden;
   bool has_override = LookupOverride(call->id, &overridden, spi);
   CacheEntry* alone = nullptr;
   if (call->inline_config != nullptr) {
     CacheEntry* entry = nullptr;
-    const LimitConfig* given = InlineConfigOf(call->inline_config, spi, &entry);
+    const LimitSettings* given = InlineConfigOf(call->inline_config, spi, &entry);
     // A defined name's inline config must be a limit the owner set for it:
     // the definition, or this key's override (which is the one applied).
-    if (has_definition && !ratelimit::SameLimit(*given, *defined) &&
-        !(has_override && ratelimit::SameLimit(*given, overridden)))
+    if (has_definition && !SameSettings(*given, *defined) &&
+        !(has_override && SameSettings(*given, overridden)))
       RaiseNotTheDefinition(call->id);
-    call->config = has_definition ? ratelimit::OwnerBounded(*defined) : *given;
+    call->config = has_definition ? OwnerBoundedSettings(*defined) : *given;
     if (!has_definition && !has_override) alone = entry;
   } else if (has_definition) {
-    call->config = ratelimit::OwnerBounded(*defined);
+    call->config = OwnerBoundedSettings(*defined);
   } else if (!has_override) {
     ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                     errmsg("rate limit \"%.*s\" is not defined", EchoLength(call->id.name, call->id.name_len),
                            call->id.name),
                     errhint("Pass a config, or define the limit with ratelimit_define().")));
   }
-  if (has_override) call->config = ratelimit::OwnerBounded(overridden);
+  if (has_override) call->config = OwnerBoundedSettings(overridden);
   call->owner_config = has_definition || has_override;
   ApplyStorageRules(&call->config);
   return alone;
@@ -221,18 +229,18 @@ CacheEntry* ResolveFromCaches(LimitCall* call, uint64 definitions, SpiConnection
 
 }  // namespace
 
-bool OwnerConfigOf(const LimitId& id, LimitConfig* out) {
+bool OwnerConfigOf(const LimitId& id, LimitSettings* out) {
   LockConfigTables();
   if (LookupOverride(id, out)) return true;
-  const LimitConfig* defined = NamedConfig(id, DefinitionsGeneration());
+  const LimitSettings* defined = NamedConfig(id, DefinitionsGeneration());
   if (defined != nullptr) *out = *defined;
   return defined != nullptr;
 }
 
-bool AppliedOwnerConfig(const LimitId& id, LimitConfig* out) {
-  LimitConfig parsed;
+bool AppliedOwnerConfig(const LimitId& id, LimitSettings* out) {
+  LimitSettings parsed;
   if (!OwnerConfigOf(id, &parsed)) return false;
-  *out = ratelimit::OwnerBounded(parsed);
+  *out = OwnerBoundedSettings(parsed);
   ApplyStorageRules(out);
   return true;
 }
@@ -297,7 +305,7 @@ CacheEntry* ResolveConfigAlone(LimitCall* call, SpiConnection* spi) {
     uint64 definitions = DefinitionsGeneration();
     call->generation = definitions + OverridesGeneration();
     CacheEntry* alone = ResolveFromCaches(call, definitions, spi);
-    if (!locked && StorageFor(call->config).locks_config_tables) {
+    if (!locked && StorageFor(*call).locks_config_tables) {
       NeedSpi(spi);
       LockConfigTables();
       locked = true;
@@ -310,7 +318,7 @@ CacheEntry* ResolveConfigAlone(LimitCall* call, SpiConnection* spi) {
 // a count that can never fit is a refusal like any other (never_fits):
 // answered ok and counted, never an error that breaks the request.
 void ValidateCallRequest(LimitCall* call) {
-  const LimitConfig& config = call->config;
+  const LimitSettings& config = call->config;
   const Request& request = call->request;
   call->never_fits = false;
   if (config.shadow) {
@@ -350,9 +358,9 @@ void CompleteLimitCall(LimitCall* call, SpiConnection* spi) {
 bool RefreshConfig(LimitCall* call) {
   AcceptInvalidationMessages();
   if (ConfigGeneration() == call->generation) return false;
-  LimitConfig before = call->config;
+  LimitSettings before = call->config;
   CompleteLimitCall(call);
-  return !ratelimit::SameLimit(before, call->config);
+  return !SameSettings(before, call->config);
 }
 
 }  // namespace ratelimit_pg

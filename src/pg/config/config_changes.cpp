@@ -87,11 +87,11 @@ void SpreadRows(const Storage& storage, const KeyRows& rows, const LimitConfig& 
   pfree(inputs);
 }
 
-void ApplyToKey(const Storage& storage, const KeyRows& rows, const LimitConfig* from, const LimitConfig& to,
-                Micros now) {
+void ApplyToKey(const Storage& storage, const KeyRows& rows, const LimitSettings* from,
+                const LimitSettings& to, Micros now) {
   if (rows.count == 0) return;
   // (Rows of a limit now kept in another storage are never read again.)
-  if (KindChanges(rows, from, to) || &StorageFor(to) != &storage) {
+  if (KindChanges(rows, from, to) || &StorageFor(to.options) != &storage) {
     storage.delete_limit(rows.id);
   } else if (from == nullptr) {
     return;  // the config they were written under is not known: they stay (read within the new bounds)
@@ -111,8 +111,8 @@ void LockOverrideChanges() { LockRelationOid(RequireOverrideTable(), ShareRowExc
 namespace {
 
 // The change in one storage: its rows locked, then key by key.
-void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitConfig* from,
-                    const LimitConfig& to) {
+void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitSettings* from,
+                    const LimitSettings& to) {
   KeyedRow* locked = nullptr;
   int count = storage.lock_rows_for_change(name, key, &locked);
   Micros now = ClockNow();
@@ -141,8 +141,8 @@ void ApplyToStorage(const Storage& storage, text* name, text* key, const LimitCo
 
 }  // namespace
 
-void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to) {
-  if (to == nullptr || (from != nullptr && ratelimit::SameLimit(*from, *to))) return;
+void ApplyConfigChange(text* name, text* key, const LimitSettings* from, const LimitSettings* to) {
+  if (to == nullptr || (from != nullptr && SameSettings(*from, *to))) return;
   const Storage* const* storages = nullptr;
   // A storage that does not carry rows over leaves them to be read under
   // the config in force at their next call (Storage::carries_rows_on_change).

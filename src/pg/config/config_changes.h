@@ -12,7 +12,7 @@ namespace ratelimit_pg {
 // configs only); `to` nullptr: the new one is not. A row of another kind
 // than `to` is reset (deleted); with both known and of one kind, each row
 // is brought up to now under `from` and carried into `to`.
-void ApplyConfigChange(text* name, text* key, const LimitConfig* from, const LimitConfig* to);
+void ApplyConfigChange(text* name, text* key, const LimitSettings* from, const LimitSettings* to);
 // Serialize changes of definitions, or of overrides (a lock on the table
 // held to the end of the transaction; callers only read it), so each change
 // reads the config it replaces.

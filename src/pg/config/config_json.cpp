@@ -1,7 +1,8 @@
-// jsonb config -> LimitConfig. Only translation happens here: which fields
+// jsonb config -> LimitSettings. Only translation happens here: which fields
 // exist and what JSON types they take. Ranges and kind rules are checked by
-// the core (ratelimit::ValidateConfigFields and ValidateConfigCombination),
-// the fields storages differ in by the chosen storage's properties.
+// the core (ratelimit::ValidateConfigFields and ValidateConfigCombination);
+// the storage options, which the core never sees, here (their ranges, and
+// that the chosen storage takes them, by its properties).
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -227,17 +228,25 @@ const char* StorageWhere(bool (*holds)(const Storage& storage)) {
   return "?";
 }
 
-// The fields whose storage must take them (checked between the core's
-// checks of each field and of the fields together).
-void RequireStorageTakes(const LimitConfig& config) {
-  const Storage& storage = StorageFor(config);
-  if (config.has_name_rows && !storage.bounds_name_rows) {
+// The storage options' ranges: "memoryKeys" a whole number of rows.
+void RequireOptionsInRange(const StorageOptions& options) {
+  double rows = options.name_rows;
+  if (options.has_name_rows && !(rows >= 1 && rows <= 1e8 && rows == std::floor(rows)))
+    RaiseConfigError("memoryKeys", "must be a whole number from 1 to 100000000",
+                     "A whole number of keys from 1 to 100000000.");
+}
+
+// The options whose storage must take them (checked, after their ranges,
+// between the core's checks of each field and of the fields together).
+void RequireStorageTakes(const StorageOptions& options) {
+  const Storage& storage = StorageFor(options);
+  if (options.has_name_rows && !storage.bounds_name_rows) {
     const char* bounding = StorageWhere([](const Storage& s) { return s.bounds_name_rows; });
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("config field \"memoryKeys\" needs \"storage\": \"%s\"", bounding),
                     errdetail("memoryKeys bounds the entries of a limit kept in %s.", bounding)));
   }
-  if (config.keep_on_rollback && storage.undo != Undo::kByRefund) {
+  if (options.keep_on_rollback && storage.undo != Undo::kByRefund) {
     const char* refunding = StorageWhere([](const Storage& s) { return s.undo == Undo::kByRefund; });
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("config field \"on_rollback\": \"keep\" needs \"storage\": \"%s\"", refunding),
@@ -248,7 +257,7 @@ void RequireStorageTakes(const LimitConfig& config) {
 }
 
 // Stores one field into the config; JSON null means the field is absent.
-void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* config) {
+void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitSettings* config) {
   bool present = value.type != jbvNull;
   if (KeyIs(key, "kind")) {
     config->has_kind = present;
@@ -277,12 +286,12 @@ void ApplyField(const JsonbValue& key, const JsonbValue& value, LimitConfig* con
     if (present && value.type != jbvBool) RaiseConfigError("shadow", "must be true or false", nullptr);
     config->shadow = present && value.val.boolean;
   } else if (KeyIs(key, "storage")) {
-    config->storage = present ? RequireStorageName(value) : 0;
+    config->options.storage = present ? RequireStorageName(value) : 0;
   } else if (KeyIs(key, "memoryKeys")) {
-    config->has_name_rows = present;
-    if (present) config->name_rows = RequireNumber("memoryKeys", value);
+    config->options.has_name_rows = present;
+    if (present) config->options.name_rows = RequireNumber("memoryKeys", value);
   } else if (KeyIs(key, "on_rollback")) {
-    config->keep_on_rollback = present && RequireChoice("on_rollback", value, "refund", "keep");
+    config->options.keep_on_rollback = present && RequireChoice("on_rollback", value, "refund", "keep");
   } else {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("unknown config field \"%.*s\"",
@@ -300,8 +309,8 @@ double JsonbNumberToDouble(const JsonbValue& value) {
   return result;
 }
 
-void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
-  *out = LimitConfig{};
+void ParseConfigJsonb(Jsonb* config, LimitSettings* out) {
+  *out = LimitSettings{};
   if (!JB_ROOT_IS_OBJECT(config) || JB_ROOT_IS_SCALAR(config))  // the example: the default kind
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("config must be a JSON object"),
                     errdetail("For example {\"kind\": \"%s\", \"rate\": 10, \"period\": 60000}.",
@@ -316,7 +325,8 @@ void ParseConfigJsonb(Jsonb* config, LimitConfig* out) {
     ApplyField(key, value, out);
   }
   RaiseIfInvalid(ratelimit::ValidateConfigFields(*out));
-  RequireStorageTakes(*out);
+  RequireOptionsInRange(out->options);
+  RequireStorageTakes(out->options);
   RaiseIfInvalid(ratelimit::ValidateConfigCombination(*out));
 }
 

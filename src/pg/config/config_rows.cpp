@@ -138,7 +138,7 @@ void LoadNames(uint64 current) {
 struct KeySlot {
   uint64 generation;  // 0: empty
   bool has_override;
-  LimitConfig config;
+  LimitSettings config;
   int name_len;
   int key_len;
   char* bytes;  // name then key, in key_context
@@ -158,7 +158,7 @@ bool SlotMatches(const KeySlot& slot, const LimitId& id, uint64 current) {
          std::memcmp(slot.bytes + id.name_len, id.key, id.key_len) == 0;
 }
 
-void RememberKey(const LimitId& id, uint64 current, bool has_override, const LimitConfig& config) {
+void RememberKey(const LimitId& id, uint64 current, bool has_override, const LimitSettings& config) {
   if (id.name_len + id.key_len > kMaxCachedIdBytes) return;
   if (key_context == nullptr)
     key_context = AllocSetContextCreate(TopMemoryContext, "ratelimit override keys", ALLOCSET_SMALL_SIZES);
@@ -177,7 +177,7 @@ void RememberKey(const LimitId& id, uint64 current, bool has_override, const Lim
 
 }  // namespace
 
-bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi) {
+bool LookupOverride(const LimitId& id, LimitSettings* out, SpiConnection* spi) {
   if (id.key_text == nullptr || !OidIsValid(OverrideTableOid())) return false;
   uint64 current = OverridesGeneration();
   if (names.generation != current) {
@@ -194,7 +194,7 @@ bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi) {
   }
   NeedSpi(spi);
   Jsonb* stored = ReadOverrideConfig(id.name_text, id.key_text);
-  LimitConfig config{};
+  LimitSettings config{};
   if (stored != nullptr) ParseConfigJsonb(stored, &config);
   RememberKey(id, current, stored != nullptr, config);
   if (stored != nullptr) *out = config;
@@ -231,7 +231,7 @@ bool DeleteOverride(text* name, text* key) {
 // sends a relcache invalidation of the table, which moves the definitions
 // generation (catalog.h) that config_cache.cpp's named entries carry.
 
-bool LookupDefinedConfig(text* name, LimitConfig* config) {
+bool LookupDefinedConfig(text* name, LimitSettings* config) {
   Datum values[1] = {PointerGetDatum(name)};
   char nulls[1] = {' '};
   ExecuteConfigStatementLatest(ConfigStatement::kDefinitionLookup, values, nulls, SPI_OK_SELECT, 1);

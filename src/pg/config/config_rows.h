@@ -10,13 +10,13 @@
 namespace ratelimit_pg {
 
 // The definition of `name`, read with the latest snapshot; false if none.
-bool LookupDefinedConfig(text* name, LimitConfig* config);
+bool LookupDefinedConfig(text* name, LimitSettings* config);
 void UpsertDefinition(text* name, Jsonb* config);
 bool DeleteDefinition(text* name);
 
 // The key's override, if it has one (cached). spi: the call's connection,
 // asked for before a table is read (nullptr: connected).
-bool LookupOverride(const LimitId& id, LimitConfig* out, SpiConnection* spi = nullptr);
+bool LookupOverride(const LimitId& id, LimitSettings* out, SpiConnection* spi = nullptr);
 // The stored override config of (name, key), read now; nullptr if none.
 Jsonb* ReadOverrideConfig(text* name, text* key);
 void UpsertOverride(text* name, text* key, Jsonb* config);

@@ -72,7 +72,7 @@ void RequireOneConfigPerLimit(const LimitCall* calls, int count) {
   for (int i = 1; i < count; ++i) {
     const LimitCall& a = calls[order[i - 1]];
     const LimitCall& b = calls[order[i]];
-    if (CompareLimitIds(a.id, b.id) != 0 || ratelimit::SameLimit(a.config, b.config)) continue;
+    if (CompareLimitIds(a.id, b.id) != 0 || SameSettings(a.config, b.config)) continue;
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
              errmsg("limits[%d] and limits[%d] use rate limit \"%.*s\" under different configs",

@@ -47,8 +47,8 @@ bool RefundTokensStep(const StoredState& stored, void* context, RowWrite* out) {
 
 // The room a new entry of the call's limit may take.
 NewRowRoom RoomFor(const LimitCall& call) {
-  return NewRowRoom{!call.owner_config,
-                    call.config.has_name_rows ? static_cast<int64>(call.config.name_rows) : 0};
+  const StorageOptions& options = call.config.options;
+  return NewRowRoom{!call.owner_config, options.has_name_rows ? static_cast<int64>(options.name_rows) : 0};
 }
 
 // A call under a config this transaction changed and has not committed:
@@ -62,7 +62,7 @@ void RequireCommittedConfig(const Storage& storage, const LimitCall& call) {
 Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
   const Storage& storage = StorageFor(call);
   RequireCommittedConfig(storage, call);
-  bool remember = keep_scoped || !call.config.keep_on_rollback;
+  bool remember = keep_scoped || !call.config.options.keep_on_rollback;
   int record = remember ? ReservePendingGrant(storage, call) : -1;
   StepContext step{&call, ClockForLock(), 0, 0, {}, 0};
   ModifyResult result = storage.modify(call.id, RoomFor(call), TakeStep, &step);
@@ -72,7 +72,7 @@ Decision TakeAtomically(const LimitCall& call, bool keep_scoped) {
   }
   if (remember) {
     if (step.decision.ok) {
-      RememberGrant(record, step.decision, call.config.keep_on_rollback, step.incarnation);
+      RememberGrant(record, step.decision, call.config.options.keep_on_rollback, step.incarnation);
     } else {
       ForgetPendingGrant(record);
     }

@@ -46,7 +46,7 @@ struct GrantRules {
   // Whether two records are of one row under one limit (what the index keys by).
   static bool SameKey(const PendingGrant& a, const PendingGrant& b) {
     return a.hash == b.hash && SameIdentity(a.call.id, b.call.id) &&
-           ratelimit::SameLimit(a.call.config, b.call.config);
+           SameSettings(a.call.config, b.call.config);
   }
   // Whether record b can be carried by record a: the same row and life,
   // subtransaction and rules. A refund of a kind without windows does not
@@ -56,7 +56,7 @@ struct GrantRules {
   static bool CarriedBy(const PendingGrant& a, const PendingGrant& b) {
     return a.active && b.active && a.storage == b.storage && a.subid == b.subid && a.keep == b.keep &&
            a.incarnation == b.incarnation && a.call.origin == b.call.origin &&
-           a.call.owner_config == b.call.owner_config && ratelimit::SameLimit(a.call.config, b.call.config) &&
+           a.call.owner_config == b.call.owner_config && SameSettings(a.call.config, b.call.config) &&
            SameIdentity(a.call.id, b.call.id);
   }
   // Adds b's amount to its carrier a (CarriedBy): the amounts of a kind
@@ -110,7 +110,7 @@ void Clear() {
 }
 
 // The hash of what the index keys a record by: its identity and the
-// limit's main numbers (SameLimit decides; equal limits hash equal).
+// limit's main numbers (SameSettings decides; equal limits hash equal).
 uint32 RecordHash(const LimitCall& call) {
   const LimitId& id = call.id;
   uint32 h = hash_bytes(reinterpret_cast<const unsigned char*>(id.name), id.name_len);

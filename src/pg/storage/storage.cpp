@@ -33,13 +33,13 @@ constexpr int kStorageCount = static_cast<int>(sizeof kStorages / sizeof kStorag
 
 }  // namespace
 
-const Storage& StorageFor(const LimitConfig& config) {
-  if (config.storage < 0 || config.storage >= kStorageCount)
-    elog(ERROR, "ratelimit: no storage %d", config.storage);
-  return *kStorages[config.storage];
+const Storage& StorageFor(const StorageOptions& options) {
+  if (options.storage < 0 || options.storage >= kStorageCount)
+    elog(ERROR, "ratelimit: no storage %d", options.storage);
+  return *kStorages[options.storage];
 }
 
-const Storage& StorageFor(const LimitCall& call) { return StorageFor(call.config); }
+const Storage& StorageFor(const LimitCall& call) { return StorageFor(call.config.options); }
 
 int StorageIndexNamed(const char* name, int len) {
   for (int i = 0; i < kStorageCount; ++i)

@@ -6,8 +6,8 @@
 
 namespace ratelimit_pg {
 
-// The storage a config's limit lives in (its "storage"), and a call's.
-const Storage& StorageFor(const LimitConfig& config);
+// The storage a config's limit lives in (its options' "storage"), and a call's.
+const Storage& StorageFor(const StorageOptions& options);
 const Storage& StorageFor(const LimitCall& call);
 // The index of the storage of that name (a config's "storage"); -1: none.
 int StorageIndexNamed(const char* name, int len);

@@ -1,5 +1,6 @@
 // What every identity shares: its order, and the check every name and key
-// passes, from SQL arguments, JSON or a stored row alike.
+// passes, from SQL arguments, JSON or a stored row alike; and when two
+// limits' settings are the same.
 #include <algorithm>
 #include <cstring>
 
@@ -7,6 +8,13 @@
 
 namespace ratelimit_pg {
 namespace {
+
+// Whether two limits' storage options are the same ("memoryKeys" compared
+// only where given).
+bool SameOptions(const StorageOptions& a, const StorageOptions& b) {
+  return a.storage == b.storage && a.keep_on_rollback == b.keep_on_rollback &&
+         a.has_name_rows == b.has_name_rows && (!a.has_name_rows || a.name_rows == b.name_rows);
+}
 
 // Byte order of two strings: memcmp of the common prefix, then the shorter first.
 int CompareBytes(const char* a, int a_len, const char* b, int b_len) {
@@ -16,6 +24,10 @@ int CompareBytes(const char* a, int a_len, const char* b, int b_len) {
 }
 
 }  // namespace
+
+bool SameSettings(const LimitSettings& a, const LimitSettings& b) {
+  return ratelimit::SameLimit(a, b) && SameOptions(a.options, b.options);
+}
 
 int CompareIdentity(const char* a_name, int a_name_len, const char* a_key, int a_key_len, const char* b_name,
                     int b_name_len, const char* b_key, int b_key_len) {

@@ -1,5 +1,6 @@
 // The vocabulary every module of the adapter shares: one limit row's
-// identity and one resolved call on one limit. Plain data, trivially
+// identity, a limit's config with its storage options, and one resolved
+// call on one limit. Plain data, trivially
 // destructible, so they may live in frames that ereport (a longjmp skips
 // destructors: see "Boundary rules" in docs/internals.md).
 #pragma once
@@ -43,11 +44,31 @@ struct LimitId {
   int shard;
 };
 
+// What a config says beside the core's fields: how its storage keeps the
+// limit. The core never sees these; config_json.cpp parses and checks them.
+struct StorageOptions {
+  int storage = 0;                // "storage": the storage keeping its rows, as storage.cpp numbers them
+  bool keep_on_rollback = false;  // "on_rollback": "keep": a grant outlives its rollback (where it can)
+  bool has_name_rows = false;     // "memoryKeys": the most rows the name may hold (where they are bounded)
+  double name_rows = 0;
+};
+
+// A limit's config as the adapter keeps it: the core's config, which every
+// core function takes as it is, and its storage options.
+struct LimitSettings : LimitConfig {
+  StorageOptions options;
+};
+
+// Whether two valid configs are the same limit kept the same way
+// (ratelimit::SameLimit, and the same storage options): what a config cache,
+// a change of config and a transaction's grant records compare.
+bool SameSettings(const LimitSettings& a, const LimitSettings& b);
+
 // One resolved call on one limit: identity, config and request.
 struct LimitCall {
   LimitId id;
   Jsonb* inline_config;  // nullptr: use the defined config
-  LimitConfig config;
+  LimitSettings config;
   Request request;
   Micros origin;
   // Shadow mode only: the count can never be granted; answered as a shadow
@@ -60,7 +81,7 @@ struct LimitCall {
 // The adapter's rule: what crosses a frame that may ereport has no destructor.
 static_assert(std::is_trivially_destructible_v<LimitId>);
 static_assert(std::is_trivially_destructible_v<LimitCall>);
-static_assert(std::is_trivially_destructible_v<LimitConfig>);
+static_assert(std::is_trivially_destructible_v<LimitSettings>);
 static_assert(std::is_trivially_destructible_v<Decision>);
 static_assert(std::is_trivially_destructible_v<ratelimit::Status>);
 

@@ -12,10 +12,11 @@ void RaiseMemoryNoRoom(const LimitCall& call, ModifyResult why) {
   // An inline config's call is refused by the whole bound or by its half.
   const char* share =
       call.owner_config ? "" : ", or every one of the half that limits called with inline configs may take,";
+  double name_rows = call.config.options.name_rows;
   if (why == ModifyResult::kNoRoomForName)
     ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                     errmsg("no room for memory rate limit \"%.*s\": its memoryKeys entries (%.0f) are in use",
-                           EchoLength(call.id.name, call.id.name_len), call.id.name, call.config.name_rows),
+                           EchoLength(call.id.name, call.id.name_len), call.id.name, name_rows),
                     errdetail("Every entry of the limit holds a key that is not back in its initial state."),
                     errhint("Raise the limit's memoryKeys.")));
   if (why == kNoRoomForNewName)
