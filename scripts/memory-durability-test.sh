@@ -38,6 +38,8 @@
 #   j. A grant in a transaction without an xid, which no commit flushes, is
 #      flushed by the durability worker (polled for up to 10 s, wal_level =
 #      minimal so that no standby snapshot flushes it instead).
+#   k. A WAL switch leaves the durability worker running (its flush never
+#      asks for WAL past the last record's end).
 #
 # Needs the extension installed (make install), pgbench, pg_basebackup. With
 # RATELIMIT_CHROOT, PG_BINDIR and MAJOR_SRC set (scripts/pgmajors.sh's
@@ -388,7 +390,6 @@ clean_restart_then_crash() {
 # minimal: there the background writer logs no standby snapshot (whose
 # flush, every 15 s, would flush the record too), and nothing else flushes.
 grant_flushed_without_commit() {
-  new_cluster -c wal_level=minimal -c max_wal_senders=0
   local row ok no_xid inserted flushed _
   row=$(psql_value -F ' ' -c "SELECT (ratelimit_limit('yearly', 'j', '$YEARLY_CFG', 4)).ok, txid_current_if_assigned() IS NULL, pg_current_wal_insert_lsn()")
   read -r ok no_xid inserted <<<"$row"
@@ -400,7 +401,23 @@ grant_flushed_without_commit() {
   done
   [ "$flushed" = t ] || fail "j: the grant's record (before $inserted) was not flushed 10 s later"
   [ "$failed" = 1 ] || echo "ok - j: a grant no commit flushes is flushed by the worker"
-  stop_cluster
+}
+
+# k. A WAL switch (and a record that ends a page) leaves the insert position
+# past the next page's header, where no flush reaches: the worker's flush
+# must not ask for it (XLogFlush raises, the worker exits and is restarted
+# every second while nothing else moves the WAL). Its pid is the same 1.5 s
+# after the switch, and the log has no such exit.
+wal_switch_keeps_the_worker() {
+  local worker_pid offset
+  worker_pid=$(psql_value -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'ratelimit memory durability'")
+  [ -n "$worker_pid" ] || { fail "k: no durability worker"; return; }
+  offset=$(log_size "$CLUSTER_DIR")
+  psql_value -c "CREATE TABLE switched ()" -c "SELECT pg_switch_wal()" >/dev/null
+  sleep 1.5
+  [ "$(psql_value -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'ratelimit memory durability'")" = "$worker_pid" ] ||
+    fail "k: the durability worker did not survive a WAL switch: $(log_since "$CLUSTER_DIR" "$offset" | grep -m2 -E 'not satisfied|exited')"
+  [ "$failed" = 1 ] || echo "ok - k: a WAL switch leaves the durability worker running"
 }
 
 # h. No worker.
@@ -419,7 +436,7 @@ no_worker_refuses_writes() {
 
 trap 'end_load; stop_standby; stop_cluster' EXIT
 # DURABILITY_CASES (default: all) runs some of the cases, in order.
-CASES=${DURABILITY_CASES:-a b c d e f g h i j}
+CASES=${DURABILITY_CASES:-a b c d e f g h i j k}
 wants() { [[ " $CASES " == *" $1 "* ]]; }
 if wants a || wants b || wants c; then
   new_cluster
@@ -428,7 +445,12 @@ if wants a || wants b || wants c; then
   wants c && failover_continues_memory_limits
   stop_cluster
 fi
-wants j && grant_flushed_without_commit
+if wants j || wants k; then
+  new_cluster -c wal_level=minimal -c max_wal_senders=0
+  wants j && grant_flushed_without_commit
+  wants k && wal_switch_keeps_the_worker
+  stop_cluster
+fi
 if wants d || wants e || wants f || wants g || wants i; then
   new_cluster
   wants d && crash_during_recovery

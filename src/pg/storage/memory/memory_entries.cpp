@@ -287,7 +287,11 @@ uint64 NewIncarnation() { return pg_atomic_add_fetch_u64(&header->incarnations, 
 // epoch covers (memory_guard.cpp).
 void LogWrite(void* entry, const Layout& layout) {
   uint32 epoch = pg_atomic_read_u32(&header->log_epoch);
-  (void)LogMemoryEntry(RecordOf(entry, layout));  // flushed as memory_wal.cpp's Insert says
+  XLogRecPtr end = LogMemoryEntry(RecordOf(entry, layout));  // flushed as memory_wal.cpp's Insert says
+  // Without the worker (it stopped and its successor has not begun: an
+  // abort's refund, or a call that passed WaitUntilDurable as it stopped),
+  // nobody would flush it: ask the WAL writer, as an asynchronous commit does.
+  if (pg_atomic_read_u32(&header->durable) == 0) XLogSetAsyncXactLSN(end);
   uint8* flags = FlagsIn(entry, layout);
   flags[0] = static_cast<uint8>((flags[0] & kInlineShareBit) | EpochBits(epoch));
 }

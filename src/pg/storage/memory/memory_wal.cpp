@@ -85,8 +85,12 @@ void LogMemoryForgetDatabase(Oid database) {
   XLogFlush(end);
 }
 
+// The end of the last record inserted, not where the next one would start
+// (GetXLogInsertRecPtr): after a record that ends a page, or a WAL switch,
+// that is past the next page's header, which no flush reaches, and
+// XLogFlush would raise and end the worker.
 void FlushMemoryWal() {
-  XLogRecPtr inserted = GetXLogInsertRecPtr();
+  XLogRecPtr inserted = GetXLogInsertEndRecPtr();
   if (inserted > GetFlushRecPtr(nullptr)) XLogFlush(inserted);
 }
 
