@@ -148,6 +148,10 @@ server_path() {
   if [ -n "$root" ] && [ "${1#"$root"/}" != "$1" ]; then echo "/${1#"$root"/}"; else echo "$1"; fi
 }
 
+# The data directory of the cluster in $1 (a host path), as the cluster's
+# programs see it.
+data_dir() { echo "$(server_path "$1")/data"; }
+
 # Gives a directory (a host path) to the cluster's OS user.
 chown_to_cluster_user() {
   if [ -n "${RATELIMIT_CHROOT:-}" ]; then

@@ -51,7 +51,6 @@ PRELOAD=(-c shared_preload_libraries=ratelimit -c ratelimit.memory_durability=wa
 CFG='{"kind": "token bucket", "rate": 10, "period": "365 days", "storage": "memory"}'
 
 psql_value() { run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 "$@"; }
-data_dir() { echo "$(server_path "$1")/data"; }
 # Whether key $1 is exhausted (ratelimit_check refuses it): t or f.
 exhausted() { psql_value -c "SELECT NOT ok FROM ratelimit_check('rt', '$1', '$CFG')"; }
 worker_pid() {

@@ -61,7 +61,6 @@ LOAD_CFG='{"kind": "fixed window", "rate": 1000000000, "period": "1000 days", "s
 YEARLY_CFG='{"kind": "token bucket", "rate": 10, "period": "365 days", "storage": "memory"}'
 
 psql_value() { run_pg_client "$PG_BINDIR/psql" -X -At -v ON_ERROR_STOP=1 "$@"; }
-data_dir() { echo "$(server_path "$1")/data"; }
 log_size() { stat -c %s "$1/server.log"; }
 log_since() { tail -c +"$(($2 + 1))" "$1/server.log"; }
 

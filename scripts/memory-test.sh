@@ -29,6 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+source scripts/memory-durability/standby.sh
 # Not the cluster of the caller (scripts/test.sh exports its CLUSTER_DIR):
 # this script stops only clusters it started.
 CLUSTER_DIR=""
@@ -374,32 +375,17 @@ kill_a_backend_alone() {
   log_free_of_other_crashes "$KILLED_BACKEND_LOG_OFFSET"
 }
 
-# A hot standby (pg_basebackup -R from the cluster, its own socket
-# directory, stopped on exit): memory limits work there, independent of the
-# primary's; table limits are 25006.
-STANDBY_DIR=""
-stop_standby() {
-  [ -n "$STANDBY_DIR" ] && [ -d "$STANDBY_DIR" ] || return 0
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$STANDBY_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
-  rm -rf "$STANDBY_DIR"
-  STANDBY_DIR=""
-}
-
+# A hot standby (scripts/memory-durability/standby.sh: pg_basebackup -R
+# from the cluster, its own socket directory, stopped on exit): memory limits
+# work there, independent of the primary's; table limits are 25006.
 hot_standby_has_its_own_memory() {
-  local dir cfg tcfg out rc=0
+  local cfg tcfg out rc=0
   cfg='{"kind": "token bucket", "rate": 5, "period": "1 day", "storage": "memory"}'
   tcfg='{"kind": "token bucket", "rate": 5, "period": "1 day"}'
   psql_value -c "SELECT ratelimit_limit('standby', 'k', '$tcfg')" >/dev/null
   psql_value -c "SELECT ratelimit_limit('standby', 'm', '$cfg', 4)" >/dev/null
-  STANDBY_DIR=$(mktemp -d "${RATELIMIT_CHROOT:-}/tmp/ratelimit-standby.XXXXXX")
-  chmod 755 "$STANDBY_DIR"
-  chown_to_cluster_user "$STANDBY_DIR"
-  dir=$(server_path "$STANDBY_DIR")
-  as_cluster_user "$PG_BINDIR/pg_basebackup" -h "$(server_path "$CLUSTER_DIR")" -p 5432 -U postgres \
-    -D "$dir/data" -R -X stream >/dev/null
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start \
-    -o "-c listen_addresses='' -k $dir -p 5433 ${PRELOAD[*]}" >/dev/null
-  standby() { PGHOST=$STANDBY_DIR PGPORT=5433 psql_value "$@"; }
+  make_standby "${PRELOAD[@]}"
+  start_standby
   [ "$(standby -c "SELECT pg_is_in_recovery()")" = t ] || { echo "FAIL: the standby is not in recovery" >&2; rc=1; }
   # The primary's memory limit is not the standby's: full there.
   [ "$(standby -c "SELECT remaining FROM ratelimit_limit('standby', 'm', '$cfg', 2)")" = 3 ] ||

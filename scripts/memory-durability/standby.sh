@@ -1,6 +1,7 @@
-# A streaming standby of the cluster, for scripts/memory-durability-test.sh
-# and scripts/memory-durability-redteam-test.sh (sourced after scripts/lib.sh):
-# one at a time, in STANDBY_DIR, on port 5433 of its own socket directory.
+# A streaming standby of the cluster, for scripts/memory-test.sh,
+# scripts/memory-durability-test.sh and scripts/memory-durability-redteam-test.sh
+# (sourced after scripts/lib.sh; the caller defines psql_value): one at a
+# time, in STANDBY_DIR, on port 5433 of its own socket directory.
 STANDBY_DIR=""
 
 # Stops the standby at once (if any) and removes its directory.
