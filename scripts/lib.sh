@@ -198,12 +198,12 @@ start_cluster_server() {
 # process exits at once (SIGQUIT), nothing is flushed or checkpointed, and the
 # next start runs crash recovery.
 stop_cluster_server_immediate() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m immediate -w stop >/dev/null
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m immediate -w stop >/dev/null
 }
 
 # Whether the throwaway cluster's server is running.
 cluster_server_running() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" status >/dev/null 2>&1
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" status >/dev/null 2>&1
 }
 
 # Stops the throwaway cluster (if started) and removes its directory (also
@@ -211,7 +211,7 @@ cluster_server_running() {
 stop_cluster() {
   [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR" ] || return 0
   if [ -d "$CLUSTER_DIR/data" ]; then
-    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null 2>&1 || true
+    as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m fast -w stop >/dev/null 2>&1 || true
   fi
   # A backend under valgrind (bench/profile.sh) may still be writing its
   # output for a moment after the server stopped.
@@ -313,7 +313,7 @@ memcheck_errors_in_extension() {
 # Stops the server of start_valgrind_cluster (fast shutdown; up to five
 # minutes, as every process writes its report) and waits until it is down.
 stop_valgrind_server() {
-  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w -t 300 stop >/dev/null
+  as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m fast -w -t 300 stop >/dev/null
 }
 
 # Stops a server started by start_valgrind_cluster (if still running) and

@@ -347,7 +347,7 @@ run_test() {
 trap stop_cluster EXIT
 start_cluster -c shared_preload_libraries=ratelimit -c ratelimit.memory_max_keys=300000 -c max_connections=100 \
   -c ratelimit.memory_durability=off
-DATA=$(server_path "$CLUSTER_DIR")/data
+DATA=$(data_dir "$CLUSTER_DIR")
 psql_value -c "CREATE EXTENSION ratelimit" >/dev/null
 start=$SECONDS
 # MEMORY_RESTART_TESTS: some of the tests' functions, in order (all by default).

@@ -139,7 +139,7 @@ log_free_of_other_crashes() {
 # that path: scripts/memory-restart-test.sh.)
 restarts_keep_or_lose_memory() {
   local before after data written read_back f rc=0
-  data=$(server_path "$CLUSTER_DIR")/data
+  data=$(data_dir "$CLUSTER_DIR")
   psql_value -c "CREATE EXTENSION IF NOT EXISTS ratelimit" >/dev/null
   take_restart_limits || return 1
   before=$(restart_limits_stored)
@@ -236,7 +236,7 @@ identity_bounds_stored() {
 }
 identity_bounds_survive_restart() {
   local before after data past rc=0
-  data=$(server_path "$CLUSTER_DIR")/data
+  data=$(data_dir "$CLUSTER_DIR")
   [ "$(psql_value -c "SELECT count(*) FILTER (WHERE (ratelimit_limit(n, k, '$IDENTITY_CONFIG', 4)).remaining = 6)
                       FROM (VALUES $IDENTITY_BOUNDS) v(n, k)")" = 7 ] ||
     { echo "FAIL: the identities at the bounds were not each granted exactly" >&2; return 1; }
@@ -442,7 +442,7 @@ check_server_log_for_crashes || failed=1
 # The restarts as without durability (ratelimit.memory_durability = off, as
 # 0.10.0 kept them); with it, scripts/memory-durability-test.sh.
 echo "-c ratelimit.memory_durability=off $(cat "$CLUSTER_DIR/server.opts")" >"$CLUSTER_DIR/server.opts"
-as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(server_path "$CLUSTER_DIR")/data" -m fast -w stop >/dev/null
+as_cluster_user "$PG_BINDIR/pg_ctl" -D "$(data_dir "$CLUSTER_DIR")" -m fast -w stop >/dev/null
 start_cluster_server
 restarts_keep_or_lose_memory || failed=1
 identity_bounds_survive_restart || failed=1
